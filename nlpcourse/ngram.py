@@ -1,0 +1,480 @@
+"""N-gram language models: counting, smoothing, perplexity and generation (chapter 1).
+
+Based on Jurafsky & Martin, *Speech and Language Processing* (3rd ed. draft, "SLP3"), chapter 3,
+and Chen & Goodman (1999) for the smoothing methods. Equation labels ``(ngram-...)`` are the
+book's (``book/ngrams.md``).
+
+Conventions, fixed for the whole book:
+
+* Each sentence ``w_1 ... w_m`` is padded with ``n-1`` start symbols ``<s>`` and one end symbol
+  ``</s>``. The model predicts ``w_1, ..., w_m, </s>`` (``m + 1`` predictions per sentence); it
+  never predicts ``<s>``, and perplexity counts ``</s>`` but not ``<s>``.
+* The vocabulary ``V`` is every training word seen at least ``min_count`` times, plus ``</s>`` and
+  ``<unk>``; every other word, in training or test text, is read as ``<unk>``. ``min_count=4`` is
+  the rule of Bengio et al. (2003): words seen 3 times or fewer are merged into one symbol.
+* Probabilities are over ``V``: for every context, seen or not, a smoothed model's
+  ``P(w | context)`` sums to 1 over ``w`` in ``V``. Log probabilities are natural logs.
+
+The module has two layers.
+
+1. Readable dictionary functions (:func:`pad`, :func:`count_ngrams`, :func:`mle_prob`,
+   :func:`addk_prob`, :func:`perplexity`, :func:`continuation_prob`, :func:`kn_bigram_prob`):
+   the formulas exactly as the chapter writes them, one n-gram at a time. They are what the
+   exercise asks students to write, and the exercise checks compare against them.
+2. :class:`NGramLM`, the same formulas on arrays. Every n-gram of a sentence is turned into one
+   integer key (its word ids written as digits in base ``|V| + 1``), counts are ``np.unique`` over
+   those keys, and lookups are ``np.searchsorted`` into the sorted key arrays, so scoring a test set
+   is a handful of array operations rather than a Python loop per n-gram. The tests check the two
+   layers against each other.
+
+Kneser-Ney is the interpolated form of SLP3 eq. 3.40-3.41 with one discount ``d`` at every order:
+
+    P_KN(w | ctx) = max(c_KN(ctx w) - d, 0) / sum_v c_KN(ctx v)
+                    + d * N1+(ctx .) / sum_v c_KN(ctx v) * P_KN(w | ctx')
+
+where ``ctx'`` drops the first word of ``ctx``, ``c_KN`` is the ordinary count at the highest order
+and the continuation count ``N1+(. ctx w)`` (how many distinct words precede ``ctx w``) at every
+lower order, and the recursion ends in the uniform distribution ``1/|V|``. A context with no counts
+at some order backs off fully to the next shorter context. This is not Chen & Goodman's *modified*
+Kneser-Ney, which uses three discounts per order; the chapter says where that matters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from nlpcourse.guard import reference
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+SMOOTHINGS = ("mle", "add-k", "interpolated", "absolute", "kneser-ney")
+BENGIO_MIN_COUNT = 4  # Bengio et al. (2003): words seen 3 times or fewer become one symbol
+
+Context = tuple[str, ...]
+
+
+# ------------------------------------------------------------ layer 1: the formulas, one by one
+
+
+@reference
+def pad(sentence: Sequence[str], n: int) -> list[str]:
+    """``n-1`` start symbols, the sentence, one end symbol (section "Sentence boundaries")."""
+    return [BOS] * (n - 1) + list(sentence) + [EOS]
+
+
+@reference
+def count_ngrams(sentences: Iterable[Sequence[str]], n: int) -> Counter:
+    """Counts of every n-gram (a tuple of ``n`` words) in the padded sentences.
+
+    A sentence of ``m`` words gives ``m + 1`` n-grams, one for each predicted word.
+    """
+    counts: Counter = Counter()
+    for sentence in sentences:
+        padded = pad(sentence, n)
+        for i in range(len(padded) - n + 1):
+            counts[tuple(padded[i : i + n])] += 1
+    return counts
+
+
+@reference
+def mle_prob(counts: Counter, context: Context, word: str) -> float:
+    """Maximum-likelihood estimate, eq. (ngram-mle): ``c(context, word) / c(context)``.
+
+    ``c(context)`` is the number of n-grams that start with ``context``. An unseen context has
+    no estimate; we return 0.0.
+    """
+    context = tuple(context)
+    c_context = sum(c for ngram, c in counts.items() if ngram[:-1] == context)
+    if c_context == 0:
+        return 0.0
+    return counts[context + (word,)] / c_context
+
+
+@reference
+def addk_prob(
+    counts: Counter, context: Context, word: str, vocab_size: int, k: float = 1.0
+) -> float:
+    """Add-k smoothing, eq. (ngram-addk): ``(c(context, word) + k) / (c(context) + k |V|)``.
+
+    ``k = 1`` is Laplace (add-one) smoothing.
+    """
+    context = tuple(context)
+    c_context = sum(c for ngram, c in counts.items() if ngram[:-1] == context)
+    return (counts[context + (word,)] + k) / (c_context + k * vocab_size)
+
+
+@reference
+def perplexity(
+    prob: Callable[[Context, str], float], sentences: Iterable[Sequence[str]], n: int
+) -> float:
+    """Perplexity, eq. (ngram-ppl): ``exp(-(1/N) sum_i log P(w_i | w_{i-n+1} ... w_{i-1}))``.
+
+    ``prob(context, word)`` gives the model's probability; ``N`` counts every predicted word,
+    ``</s>`` included and ``<s>`` never. A zero probability makes the perplexity infinite.
+    """
+    log_sum, N = 0.0, 0
+    for sentence in sentences:
+        padded = pad(sentence, n)
+        for i in range(n - 1, len(padded)):
+            p = prob(tuple(padded[i - n + 1 : i]), padded[i])
+            if p == 0.0:
+                return math.inf
+            log_sum += math.log(p)
+            N += 1
+    return math.exp(-log_sum / N)
+
+
+@reference
+def continuation_prob(bigram_counts: Counter, word: str) -> float:
+    """Continuation probability, eq. (ngram-pcont): ``N1+(. word) / N1+(. .)``.
+
+    The number of distinct words that precede ``word``, over the number of distinct bigram types.
+    """
+    n_types = sum(1 for c in bigram_counts.values() if c > 0)
+    n_preceding = sum(1 for (_, w), c in bigram_counts.items() if w == word and c > 0)
+    return n_preceding / n_types
+
+
+@reference
+def kn_bigram_prob(
+    bigram_counts: Counter, context: Context, word: str, vocab_size: int, d: float = 0.75
+) -> float:
+    """Interpolated Kneser-Ney for bigrams, eq. (ngram-kn) with (ngram-kn-unigram).
+
+    ``P_KN(w | v) = max(c(v w) - d, 0) / c(v) + d * N1+(v .) / c(v) * P_KN(w)`` and
+    ``P_KN(w) = max(N1+(. w) - d, 0) / N1+(. .) + d * |{w': N1+(. w') > 0}| / N1+(. .) / |V|``.
+    A context word ``v`` never seen as a context backs off fully to ``P_KN(w)``.
+    """
+    (v,) = tuple(context)
+    preceding: Counter = Counter(w for (_, w), c in bigram_counts.items() if c > 0)
+    n_types = sum(preceding.values())  # N1+(. .)
+    p_unigram = max(preceding[word] - d, 0) / n_types + d * len(preceding) / n_types / vocab_size
+    c_v = sum(c for (u, _), c in bigram_counts.items() if u == v)
+    if c_v == 0:
+        return p_unigram
+    n_follow = sum(1 for (u, _), c in bigram_counts.items() if u == v and c > 0)  # N1+(v .)
+    return max(bigram_counts[(v, word)] - d, 0) / c_v + d * n_follow / c_v * p_unigram
+
+
+# --------------------------------------------------------------------- layer 2: the array model
+
+
+class _Table:
+    """Sorted integer keys with one or more value arrays; lookup of absent keys gives 0."""
+
+    def __init__(self, keys: np.ndarray, **values: np.ndarray):
+        self.keys = keys
+        self.values = values
+
+    @classmethod
+    def count(cls, keys: np.ndarray) -> _Table:
+        unique, counts = np.unique(keys, return_counts=True)
+        return cls(unique, count=counts)
+
+    def lookup(self, keys: np.ndarray, name: str) -> np.ndarray:
+        if len(self.keys) == 0:
+            return np.zeros(len(keys), dtype=np.int64)
+        i = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return np.where(self.keys[i] == keys, self.values[name][i], 0)
+
+
+def _contexts(table: _Table, base: int, value: str) -> _Table:
+    """For an n-gram table, per context: the total of ``value`` and the number of word types."""
+    ctx = table.keys // base  # n-gram key -> context key (drop the last digit)
+    unique, start = np.unique(ctx, return_index=True)
+    totals = np.add.reduceat(table.values[value], start) if len(start) else start
+    types = np.diff(np.append(start, len(ctx)))
+    return _Table(unique, total=totals, types=types)
+
+
+class NGramLM:
+    """An n-gram language model over a fixed vocabulary, scored on arrays.
+
+    ``smoothing`` is one of
+
+    * ``"mle"``: relative frequencies, eq. (ngram-mle); 0 for an unseen context.
+    * ``"add-k"``: eq. (ngram-addk) with ``k`` (``k=1`` is Laplace).
+    * ``"interpolated"``: ``lambda_0 / |V| + sum_m lambda_m P_MLE(w | last m-1 words)``,
+      eq. (ngram-interp), with ``lambdas = (lambda_0, ..., lambda_order)`` given, or tuned by EM on
+      the ``heldout`` sentences passed to :meth:`fit`. Where a context of some order was never
+      seen, that order uses the next shorter context's estimate, so every distribution sums to 1.
+    * ``"absolute"``: interpolated absolute discounting (Kneser-Ney without continuation counts).
+    * ``"kneser-ney"``: interpolated Kneser-Ney, SLP3 eq. 3.40-3.41 (see the module docstring).
+
+    After :meth:`fit`: ``vocab`` (the predicted words), ``counts_[m]`` (counts of m-grams as
+    sorted integer keys, ``m = 1..order``), and ``lambdas_`` for the interpolated model.
+    """
+
+    def __init__(
+        self,
+        order: int = 3,
+        smoothing: str = "kneser-ney",
+        k: float = 1.0,
+        discount: float = 0.75,
+        lambdas: Sequence[float] | None = None,
+    ):
+        if not isinstance(order, int) or order < 1:
+            raise ValueError(f"order must be an integer >= 1, got {order!r}")
+        if smoothing not in SMOOTHINGS:
+            raise ValueError(f"unknown smoothing {smoothing!r}; choose one of {SMOOTHINGS}")
+        if k <= 0:
+            raise ValueError(f"add-k needs k > 0, got {k!r}")
+        if not 0 < discount <= 1:
+            raise ValueError(f"the discount must satisfy 0 < d <= 1, got {discount!r}")
+        if lambdas is not None:
+            _check_lambdas(lambdas, order)
+        self.order = order
+        self.smoothing = smoothing
+        self.k = k
+        self.discount = discount
+        self.lambdas = lambdas
+
+    # -- fitting --------------------------------------------------------------------------------
+
+    @reference
+    def fit(
+        self,
+        sentences: Iterable[Sequence[str]],
+        min_count: int = 1,
+        heldout: Iterable[Sequence[str]] | None = None,
+    ) -> NGramLM:
+        """Count the n-grams of ``sentences`` (an iterable of token lists). Returns ``self``.
+
+        ``min_count`` sets the vocabulary (see the module docstring). ``heldout`` sentences tune
+        the interpolation weights when ``smoothing="interpolated"`` and no ``lambdas`` were given.
+        """
+        sentences = _as_sentences(sentences, "fit")
+        if not sentences:
+            raise ValueError("fit() got an empty corpus: pass at least one sentence")
+        if min_count < 1:
+            raise ValueError(f"min_count must be >= 1, got {min_count!r}")
+        if self.smoothing == "interpolated" and self.lambdas is None and heldout is None:
+            raise ValueError(
+                "interpolated smoothing needs weights: pass lambdas=... to NGramLM, "
+                "or heldout=sentences to fit() to tune them by EM"
+            )
+        word_counts = Counter(w for s in sentences for w in s)
+        kept = sorted(
+            (w for w, c in word_counts.items() if c >= min_count and w != UNK),
+            key=lambda w: (-word_counts[w], w),
+        )
+        self.vocab = kept + [EOS, UNK]
+        self.min_count = min_count
+        self.index_ = {w: i for i, w in enumerate(self.vocab)}
+        self.base_ = len(self.vocab) + 1  # ids 0..|V|-1 are the vocabulary, |V| is <s>
+        if self.base_**self.order >= 2**63:
+            raise ValueError(
+                f"order {self.order} with |V| = {len(self.vocab)} does not fit 64-bit n-gram keys; "
+                "use a lower order or a larger min_count"
+            )
+
+        n, B = self.order, self.base_
+        ctx, w = self._windows(sentences)  # (M, n-1), (M,)
+        # counts_[m]: the m-grams are the last m words of each n-gram window
+        self.counts_ = {m: _Table.count(self._key(ctx, w, m)) for m in range(1, n + 1)}
+        self.contexts_ = {m: _contexts(self.counts_[m], B, "count") for m in self.counts_}
+        if self.smoothing == "kneser-ney":
+            # continuation count of an m-gram (m < n): distinct (m+1)-grams that end with it
+            suffixes = {m: self.counts_[m + 1].keys % B**m for m in range(1, n)}
+            self.continuation_ = {m: _Table.count(suffixes[m]) for m in suffixes}
+            self.continuation_contexts_ = {
+                m: _contexts(table, B, "count") for m, table in self.continuation_.items()
+            }
+        if self.smoothing == "interpolated":
+            if self.lambdas is not None:
+                self.lambdas_ = np.asarray(self.lambdas, dtype=float)
+            else:
+                self.lambdas_ = self._tune_lambdas(_as_sentences(heldout, "fit(heldout=...)"))
+        return self
+
+    def _windows(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """Every n-gram of the padded sentences as ids: contexts (M, n-1) and words (M,)."""
+        n, bos, unk = self.order, self.base_ - 1, self.index_[UNK]
+        index = self.index_
+        stream, is_word = [], []
+        for s in sentences:
+            stream += [bos] * (n - 1) + [index.get(w, unk) for w in s] + [index[EOS]]
+            is_word += [False] * (n - 1) + [True] * (len(s) + 1)
+        stream = np.array(stream, dtype=np.int64)
+        t = np.flatnonzero(is_word)  # (M,) positions of predicted words
+        ctx = np.zeros((len(t), n - 1), dtype=np.int64)  # (M, n-1)
+        for j in range(n - 1):
+            ctx[:, j] = stream[t - n + 1 + j]
+        return ctx, stream[t]
+
+    def _key(self, ctx: np.ndarray, w: np.ndarray | None, m: int) -> np.ndarray:
+        """Integer key of the m-gram made of the last m-1 context words and ``w``.
+
+        With ``w=None``, the key of the (m-1)-word context alone."""
+        key = np.zeros(len(ctx), dtype=np.int64)
+        for j in range(ctx.shape[1] - (m - 1), ctx.shape[1]):
+            key = key * self.base_ + ctx[:, j]
+        return key if w is None else key * self.base_ + w
+
+    def _tune_lambdas(self, heldout: list[list[str]]) -> np.ndarray:
+        """EM for the interpolation weights on held-out data (deleted interpolation).
+
+        Each component (uniform, unigram, ..., order-n MLE) is a fixed distribution, so EM
+        maximises the held-out likelihood: E-step, each component's share of each held-out
+        n-gram's probability; M-step, the weights are the average shares.
+        """
+        if not heldout:
+            raise ValueError("the held-out corpus for tuning lambdas is empty")
+        P = self._components(*self._windows(heldout))  # (M, n+1)
+        lambdas = np.full(P.shape[1], 1 / P.shape[1])
+        for _ in range(500):
+            share = P * lambdas / (P @ lambdas)[:, None]  # (M, n+1)
+            new = share.mean(axis=0)
+            if np.abs(new - lambdas).max() < 1e-7:
+                return new
+            lambdas = new
+        return lambdas
+
+    # -- scoring --------------------------------------------------------------------------------
+
+    def _mle(self, ctx: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Order-m relative frequency and whether the context was seen (eq. ngram-mle)."""
+        c_ctx = self.contexts_[m].lookup(self._key(ctx, None, m), "total")
+        c = self.counts_[m].lookup(self._key(ctx, w, m), "count")
+        return c / np.maximum(c_ctx, 1), c_ctx > 0
+
+    def _components(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Columns: uniform, then the MLE of orders 1..n, an unseen context taking the shorter
+        context's estimate (eq. ngram-interp). Shape (M, n+1)."""
+        columns = [np.full(len(w), 1 / len(self.vocab))]
+        for m in range(1, self.order + 1):
+            p, seen = self._mle(ctx, w, m)
+            columns.append(np.where(seen, p, columns[-1]) if m > 1 else p)
+        return np.stack(columns, axis=1)
+
+    def _discounted(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Interpolated absolute discounting / Kneser-Ney, eq. (ngram-kn), lowest order first."""
+        d, n = self.discount, self.order
+        p = np.full(len(w), 1 / len(self.vocab))  # the uniform base
+        for m in range(1, n + 1):
+            if m < n and self.smoothing == "kneser-ney":
+                table, contexts = self.continuation_[m], self.continuation_contexts_[m]
+            else:
+                table, contexts = self.counts_[m], self.contexts_[m]
+            ctx_key = self._key(ctx, None, m)
+            total = contexts.lookup(ctx_key, "total")  # sum_v c_KN(ctx v)
+            types = contexts.lookup(ctx_key, "types")  # N1+(ctx .)
+            c = table.lookup(self._key(ctx, w, m), "count")
+            safe = np.maximum(total, 1)
+            interpolated = np.maximum(c - d, 0) / safe + d * types / safe * p
+            p = np.where(total > 0, interpolated, p)  # unseen context: back off fully
+        return p
+
+    @reference
+    def _prob_ids(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """P(w | ctx) for arrays of contexts (M, n-1) and words (M,)."""
+        if self.smoothing == "mle":
+            return self._mle(ctx, w, self.order)[0]
+        if self.smoothing == "add-k":
+            m, k, V = self.order, self.k, len(self.vocab)
+            c_ctx = self.contexts_[m].lookup(self._key(ctx, None, m), "total")
+            c = self.counts_[m].lookup(self._key(ctx, w, m), "count")
+            return (c + k) / (c_ctx + k * V)
+        if self.smoothing == "interpolated":
+            return self._components(ctx, w) @ self.lambdas_
+        return self._discounted(ctx, w)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "vocab"):
+            raise RuntimeError("this NGramLM is not fitted yet: call fit(sentences) first")
+
+    def _encode_query(self, word: str, context: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        self._check_fitted()
+        if word == BOS:
+            raise ValueError("<s> is never predicted: it is not in the vocabulary")
+        if isinstance(context, str):
+            raise TypeError(f"context must be a sequence of words, not the string {context!r}")
+        n, bos, unk = self.order, self.base_ - 1, self.index_[UNK]
+        context = [BOS] * (n - 1) + list(context)  # a short context is a sentence start
+        ids = [
+            bos if u == BOS else self.index_.get(u, unk) for u in context[len(context) - n + 1 :]
+        ]
+        ctx = np.array([ids], dtype=np.int64).reshape(1, n - 1)
+        return ctx, np.array([self.index_.get(word, unk)])
+
+    def prob(self, word: str, context: Sequence[str] = ()) -> float:
+        """P(word | the last order-1 words of context). Unknown words read as ``<unk>``; a context
+        shorter than order-1 is taken to start the sentence (padded with ``<s>``)."""
+        return float(self._prob_ids(*self._encode_query(word, context))[0])
+
+    def logprob(self, word: str, context: Sequence[str] = ()) -> float:
+        """Natural log of :meth:`prob` (``-inf`` for probability 0)."""
+        with np.errstate(divide="ignore"):
+            return float(np.log(self.prob(word, context)))
+
+    def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
+        """Perplexity on ``sentences``, eq. (ngram-ppl): every word and each ``</s>`` counted."""
+        self._check_fitted()
+        sentences = _as_sentences(sentences, "perplexity")
+        if not sentences:
+            raise ValueError("perplexity() got no sentences")
+        p = self._prob_ids(*self._windows(sentences))
+        with np.errstate(divide="ignore"):
+            return float(np.exp(-np.log(p).mean()))
+
+    def distribution(self, context: Sequence[str] = ()) -> np.ndarray:
+        """P(w | context) for every w in ``vocab``, in vocabulary order (sums to 1)."""
+        ctx, _ = self._encode_query(EOS, context)
+        V = len(self.vocab)
+        return self._prob_ids(np.repeat(ctx, V, axis=0), np.arange(V))
+
+    def generate(self, max_len: int = 30, seed: int = 0) -> list[str]:
+        """Sample one sentence word by word (Shannon's method), stopping at ``</s>`` or after
+        ``max_len`` words. The ``</s>`` itself is not returned."""
+        rng = np.random.default_rng(seed)
+        words: list[str] = []
+        while len(words) < max_len:
+            p = self.distribution(words[-(self.order - 1) :] if self.order > 1 else ())
+            if p.sum() == 0:  # an MLE model in a context it never saw
+                break
+            w = self.vocab[rng.choice(len(p), p=p / p.sum())]
+            if w == EOS:
+                break
+            words.append(w)
+        return words
+
+    def __repr__(self) -> str:
+        fitted = f", |V|={len(self.vocab)}" if hasattr(self, "vocab") else ""
+        return f"NGramLM(order={self.order}, smoothing={self.smoothing!r}{fitted})"
+
+
+def _check_lambdas(lambdas: Sequence[float], order: int) -> None:
+    lambdas = np.asarray(lambdas, dtype=float)
+    if lambdas.shape != (order + 1,):
+        raise ValueError(
+            f"lambdas needs order+1 = {order + 1} weights (uniform, unigram, ..., "
+            f"{order}-gram), got {len(lambdas)}"
+        )
+    if (lambdas < 0).any() or not np.isclose(lambdas.sum(), 1):
+        raise ValueError(f"lambdas must be non-negative and sum to 1, got {lambdas.tolist()}")
+
+
+def _as_sentences(sentences: Iterable[Sequence[str]], where: str) -> list[list[str]]:
+    """The sentences as a list of token lists, with a clear error for anything else."""
+    if isinstance(sentences, str):
+        raise TypeError(f"{where}: expected a list of sentences (token lists), got one string")
+    out = []
+    for i, s in enumerate(sentences):
+        if isinstance(s, str) or not isinstance(s, Sequence):
+            raise TypeError(
+                f"{where}: sentence {i} is a {type(s).__name__}, not a list of tokens "
+                f"(split text into words first, e.g. text.split())"
+            )
+        for w in s:
+            if not isinstance(w, str):
+                raise TypeError(f"{where}: sentence {i} has a token {w!r} that is not a string")
+            if w in (BOS, EOS):
+                raise ValueError(
+                    f"{where}: sentence {i} contains {w!r}; pass bare sentences, the model adds "
+                    "<s> and </s> itself"
+                )
+        out.append(list(s))
+    return out
