@@ -12,6 +12,7 @@ the student's function inside :func:`reference_switched_off`.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -38,6 +39,10 @@ def reference(func: F) -> F:
             )
         return func(*args, **kwargs)
 
+    # functools.wraps leaves the original at ``wrapper.__wrapped__``, a way around the switch;
+    # keep the signature for help() but drop the way around.
+    wrapper.__signature__ = inspect.signature(func)  # type: ignore[attr-defined]
+    del wrapper.__wrapped__  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
 

@@ -1,0 +1,158 @@
+"""Instructor tools around nbgrader: sample submissions and a complete grading run in a sandbox.
+
+``python autograder/grading.py demo 01-ngrams`` grades three sample submissions of an assignment
+end to end with the real nbgrader (generate_assignment, autograde, generate_feedback, export) in
+a separate course folder, ``autograder/demo/``, with its own gradebook, so an instructor can see
+what grading does without touching the real gradebook or any student's work. The sample
+submissions are made from the release notebook in ``exercises/`` (what students get):
+
+* ``full``: every solution cell filled in with the code from ``solutions/``;
+* ``one-part``: only the first part filled in;
+* ``blank``: the release notebook untouched.
+
+The tests (``tests/test_exercises.py``) use the same functions to prove the exercise invariants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO / "autograder"  # where nbgrader_config.py lives
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+DEMO_MARKER = ".nlpcourse-demo"
+
+
+def run_nbgrader(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``nbgrader <args>`` with the course configuration; ``root`` replaces the course root
+    (and its gradebook) for a sandbox. Raises with nbgrader's output if it fails."""
+    command = [sys.executable, "-m", "nbgrader", *args]
+    if root is not None:
+        db = root / "autograder" / "gradebook.db"
+        command += [f"--CourseDirectory.root={root}", f"--CourseDirectory.db_url=sqlite:///{db}"]
+    env = dict(os.environ)  # nbgrader calls the `alembic` script, which sits beside python
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    result = subprocess.run(command, cwd=CONFIG_DIR, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def notebook_path(folder: Path, assignment: str) -> Path:
+    """The one notebook of an assignment folder (each assignment has exactly one)."""
+    notebooks = sorted((folder / assignment).glob("*.ipynb"))
+    if len(notebooks) != 1:
+        raise FileNotFoundError(
+            f"expected one notebook in {folder / assignment}, found {notebooks}"
+        )
+    return notebooks[0]
+
+
+def solution_code(assignment: str) -> dict[str, str]:
+    """The solution of every solution cell of ``solutions/<assignment>``, by grade_id, with the
+    ``### BEGIN/END SOLUTION`` marker lines removed."""
+    nb = nbformat.read(notebook_path(REPO / "solutions", assignment), as_version=4)
+    code = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            lines = [ln for ln in cell.source.splitlines() if ln.strip() not in (BEGIN, END)]
+            code[meta["grade_id"]] = "\n".join(lines)
+    return code
+
+
+def submission(assignment: str, filled: dict[str, str]) -> nbformat.NotebookNode:
+    """The release notebook with the solution cells named in ``filled`` replaced by its code."""
+    nb = nbformat.read(notebook_path(REPO / "exercises", assignment), as_version=4)
+    unknown = set(filled) - {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    if unknown:
+        raise KeyError(f"no cells with grade_id {sorted(unknown)} in {assignment}")
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in filled:
+            cell.source = filled[grade_id]
+    return nb
+
+
+def sample_submissions(assignment: str) -> dict[str, nbformat.NotebookNode]:
+    """The three demo students: ``full``, ``one-part`` and ``blank``."""
+    code = solution_code(assignment)
+    first = next(iter(code))
+    return {
+        "full": submission(assignment, code),
+        "one-part": submission(assignment, {first: code[first]}),
+        "blank": submission(assignment, {}),
+    }
+
+
+def grade(root: Path, assignment: str, submissions: dict[str, nbformat.NotebookNode]) -> dict:
+    """Set up a course at ``root`` (a copy of ``solutions/<assignment>``), submit, autograde,
+    write feedback and export ``grades.csv``. Returns ``{student: {grade_id: score, ...,
+    "total": score}}`` read back from the gradebook, and the CSV's path under ``"csv"``."""
+    from nbgrader.api import Gradebook
+
+    (root / "autograder").mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
+    run_nbgrader("generate_assignment", assignment, "--force", root=root)
+    name = notebook_path(REPO / "solutions", assignment).name
+    for student, nb in submissions.items():
+        folder = root / "autograder" / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / name)
+    run_nbgrader("autograde", assignment, root=root)
+    run_nbgrader("generate_feedback", assignment, root=root)
+    csv_path = root / "autograder" / "grades.csv"
+    run_nbgrader("export", f"--to={csv_path}", root=root)
+
+    scores: dict = {"csv": csv_path}
+    with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}") as gb:
+        for student in submissions:
+            nb = gb.find_submission_notebook(Path(name).stem, assignment, student)
+            scores[student] = {g.name: g.score for g in nb.grades}
+            scores[student]["total"] = nb.score
+    return scores
+
+
+def demo(assignment: str, folder: Path) -> None:
+    """Grade the sample submissions in ``folder`` and print what an instructor gets."""
+    if folder.exists():
+        if not (folder / DEMO_MARKER).exists():
+            sys.exit(f"{folder} exists and was not made by this demo; not touching it.")
+        shutil.rmtree(folder)  # a previous demo run, made by this script
+    folder.mkdir(parents=True)
+    (folder / DEMO_MARKER).write_text("made by autograder/grading.py demo; safe to delete\n")
+    scores = grade(folder, assignment, sample_submissions(assignment))
+    csv_path = scores.pop("csv")
+    parts = [k for k in scores["full"] if k != "total"]
+    print(f"{'student':10s} " + " ".join(f"{p[5:]:>17s}" for p in parts) + f" {'total':>6s}")
+    for student, row in scores.items():
+        print(f"{student:10s} " + " ".join(f"{row[p]:17g}" for p in parts) + f" {row['total']:6g}")
+    print(f"\ngradebook: {folder / 'autograder' / 'gradebook.db'}")
+    print(f"CSV:       {csv_path}")
+    with open(csv_path) as f:
+        for row in csv.reader(f):
+            print("   ", ",".join(row))
+    feedback = sorted((folder / "autograder" / "feedback").rglob("*.html"))
+    print("feedback:  " + "\n           ".join(str(p) for p in feedback))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="grade three sample submissions in a sandbox course")
+    p.add_argument("assignment", help="e.g. 01-ngrams")
+    p.add_argument("--dir", type=Path, default=CONFIG_DIR / "demo", help="sandbox folder")
+    args = parser.parse_args()
+    demo(args.assignment, args.dir.resolve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The exercise invariants of the design, proved with the real nbgrader for every assignment.
+
+1. ``exercises/`` equals what ``nbgrader generate_assignment`` makes from ``solutions/`` today.
+2. The solution gets full marks under ``nbgrader autograde``.
+3. The untouched release notebook gets zero, and the grader still finishes.
+4. A notebook with one part solved gets exactly that part's points, for every part.
+5. A notebook whose functions are imported from ``nlpcourse`` gets no points.
+
+Expected points are read from the test cells' metadata in ``solutions/``, not from nbgrader.
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autograder"))
+import grading  # noqa: E402
+
+ASSIGNMENTS = sorted(p.name for p in (grading.REPO / "solutions").iterdir() if p.is_dir())
+TOPIC_MODULE = {"01-ngrams": "nlpcourse.ngram"}
+
+
+def points_by_part(assignment: str) -> dict[str, float]:
+    """{solution grade_id: points of the test cell that follows it}."""
+    nb = nbformat.read(grading.notebook_path(grading.REPO / "solutions", assignment), 4)
+    points, part = {}, None
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            part = meta["grade_id"]
+        if meta.get("grade"):
+            points[part] = points.get(part, 0) + meta["points"]
+    return points
+
+
+def strip_volatile(nb: nbformat.NotebookNode) -> dict:
+    return {"cells": [(c.cell_type, c.source, c.metadata) for c in nb.cells], "meta": nb.metadata}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_exercises_in_sync_with_solutions(assignment, tmp_path):
+    (tmp_path / "autograder").mkdir()
+    shutil.copytree(grading.REPO / "solutions" / assignment, tmp_path / "solutions" / assignment)
+    grading.run_nbgrader("generate_assignment", assignment, "--force", root=tmp_path)
+    fresh = nbformat.read(grading.notebook_path(tmp_path / "exercises", assignment), 4)
+    committed = nbformat.read(grading.notebook_path(grading.REPO / "exercises", assignment), 4)
+    assert strip_volatile(committed) == strip_volatile(fresh), (
+        f"exercises/{assignment} is stale: regenerate it with "
+        f"`cd autograder && nbgrader generate_assignment {assignment} --force`"
+    )
+    for cell in committed.cells:  # no outputs and no solutions are handed out
+        assert not cell.get("outputs"), "exercises/ must not contain outputs"
+        assert grading.BEGIN not in cell.source and "BEGIN HIDDEN TESTS" not in cell.source
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_grading_invariants(assignment, tmp_path):
+    points = points_by_part(assignment)
+    assert len(points) >= 5, "an exercise has at least five graded parts"
+    code = grading.solution_code(assignment)
+    assert set(code) == set(points)
+    module = TOPIC_MODULE[assignment]
+    subs = {
+        "full": grading.submission(assignment, code),
+        "blank": grading.submission(assignment, {}),
+        "imports-reference": grading.submission(
+            assignment, {part: f"from {module} import {part}" for part in code}
+        ),
+    }
+    for part in code:
+        subs[f"only-{part}"] = grading.submission(assignment, {part: code[part]})
+    scores = grading.grade(tmp_path, assignment, subs)
+    total = sum(points.values())
+
+    assert scores["full"]["total"] == total
+    assert scores["blank"]["total"] == 0
+    assert scores["imports-reference"]["total"] == 0
+    for part, p in points.items():
+        assert scores[f"only-{part}"]["total"] == p, f"solving only {part} should give {p} points"
+        assert scores[f"only-{part}"][f"test_{part}"] == p
+    feedback = list((tmp_path / "autograder" / "feedback").rglob("*.html"))
+    assert len(feedback) == len(subs)
+    assert "blank" in scores["csv"].read_text()
