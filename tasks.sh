@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The project's commands (see README.md). Usage:
+#   bash tasks.sh setup   create .venv, install requirements.txt, fetch and verify the Brown corpus
+#   bash tasks.sh book    setup, then build the book into _build/html (fails on any cell error or warning)
+#   bash tasks.sh test    setup, then lint and run every test (book build and nbgrader runs included)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=.venv
+PY=$VENV/bin/python
+
+setup() {
+    if [ ! -x "$PY" ]; then
+        python3 -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed"'
+        python3 -m venv "$VENV"
+    fi
+    "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+    "$PY" -m nlpcourse.data  # fetches the Brown corpus once into ~/.cache/nlpcourse (or $NLPCOURSE_DATA)
+}
+
+# nbgrader and jupyter-book call scripts (alembic, jupyter) that live beside the venv's python
+export PATH="$PWD/$VENV/bin:$PATH"
+
+case "${1:-}" in
+    setup) setup ;;
+    book)
+        setup
+        jupyter-book build . -W -n --keep-going
+        echo "The book is in _build/html/index.html"
+        ;;
+    test)
+        setup
+        ruff check .
+        ruff format --check .
+        pytest
+        ;;
+    *)
+        echo "usage: bash tasks.sh setup|book|test" >&2
+        exit 2
+        ;;
+esac
