@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The project's commands (see README.md). Usage:
-#   bash tasks.sh setup   create .venv, install requirements.txt, fetch and verify the Brown corpus
-#   bash tasks.sh book    setup, then build the book into _build/html (fails on any cell error or warning)
-#   bash tasks.sh test    setup, then lint and run every test (book build and nbgrader runs included)
+# The project's commands (see README.md), run from anywhere. Usage:
+#   bash .ci/tasks.sh setup   create .venv, install requirements.txt, fetch and verify the Brown corpus
+#   bash .ci/tasks.sh book    setup, then build the book into _build/html (fails on any cell error or warning)
+#   bash .ci/tasks.sh test    setup, then lint and run every test (book build and nbgrader runs included)
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."
 
 VENV=.venv
 PY=$VENV/bin/python
@@ -35,7 +35,7 @@ case "${1:-}" in
         pytest
         ;;
     *)
-        echo "usage: bash tasks.sh setup|book|test" >&2
+        echo "usage: bash .ci/tasks.sh setup|book|test" >&2
         exit 2
         ;;
 esac
