@@ -9,6 +9,7 @@
 Expected points are read from the test cells' metadata in ``solutions/``, not from nbgrader.
 """
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -20,7 +21,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autograder"))
 import grading  # noqa: E402
 
 ASSIGNMENTS = sorted(p.name for p in (grading.REPO / "solutions").iterdir() if p.is_dir())
-TOPIC_MODULE = {"01-ngrams": "nlpcourse.ngram"}
+
+
+def topic_module(assignment: str) -> str:
+    """The reference module an assignment's checks compare against: the test cells import
+    ``nlpcourse.checks.<topic>``, whose reference is ``nlpcourse.<topic>``."""
+    nb = nbformat.read(grading.notebook_path(grading.REPO / "solutions", assignment), 4)
+    topics = {
+        m.group(1)
+        for cell in nb.cells
+        if cell.metadata.get("nbgrader", {}).get("grade")
+        for m in re.finditer(r"nlpcourse\.checks\.(\w+)", cell.source)
+    }
+    assert len(topics) == 1, f"{assignment}: test cells should use one checks module, got {topics}"
+    return f"nlpcourse.{topics.pop()}"
 
 
 def points_by_part(assignment: str) -> dict[str, float]:
@@ -64,7 +78,7 @@ def test_grading_invariants(assignment, tmp_path):
     assert len(points) >= 5, "an exercise has at least five graded parts"
     code = grading.solution_code(assignment)
     assert set(code) == set(points)
-    module = TOPIC_MODULE[assignment]
+    module = topic_module(assignment)
     subs = {
         "full": grading.submission(assignment, code),
         "blank": grading.submission(assignment, {}),
