@@ -22,6 +22,10 @@ and the rest (161,192 tokens here) the test set. Bengio et al. treated the corpu
 1,181,041 words and cut it at exact token counts; we keep sentence boundaries because every
 model in this course pads sentences with ``<s>`` and ``</s>``.
 
+Tags are the original Brown tags, or, with ``tagset="universal"``, the 12 universal tags of
+Petrov, Das & McDonald (2012) through our own mapping :func:`universal_tag` (rules in its
+docstring).
+
 Run ``python -m nlpcourse.data`` to fetch the corpus and print its statistics.
 """
 
@@ -208,6 +212,97 @@ def brown_path(verbose: bool = False) -> Path:
     )
 
 
+# ------------------------------------------------------------------------------------ tagsets
+
+TAGSETS = ("brown", "universal")
+UNIVERSAL_TAGS = tuple("NOUN VERB ADJ ADV PRON DET ADP NUM CONJ PRT . X".split())
+
+# Base Brown tags (after the rules of `universal_tag` have removed affixes) -> universal tag.
+# The comments give the Brown manual's description of each group.
+_UNIVERSAL_OF_BASE_TAG = {
+    # punctuation: sentence closer, comma, colon, dash, parentheses, quotes
+    **dict.fromkeys([".", ",", ":", "--", "(", ")", "'", "''", "``"], "."),
+    # nouns: common, proper and adverbial nouns, singular and plural (possessives lose their $)
+    **dict.fromkeys(["NN", "NNS", "NP", "NPS", "NR", "NRS"], "NOUN"),
+    # verbs: main verbs, the forms of "be", "do" and "have", and modals
+    **dict.fromkeys(["VB", "VBD", "VBG", "VBN", "VBZ"], "VERB"),
+    **dict.fromkeys(["BE", "BED", "BEDZ", "BEG", "BEM", "BEN", "BER", "BEZ"], "VERB"),
+    **dict.fromkeys(["DO", "DOD", "DOZ", "HV", "HVD", "HVG", "HVN", "HVZ", "MD"], "VERB"),
+    # adjectives, and ordinal numerals (first, 2nd): the universal NUM is cardinals only
+    **dict.fromkeys(["JJ", "JJR", "JJS", "JJT", "OD"], "ADJ"),
+    # adverbs, qualifiers (very, enough, how) and the negator "not" (Brown tag *)
+    **dict.fromkeys(["RB", "RBR", "RBT", "RN", "QL", "QLP", "WQL", "WRB", "*"], "ADV"),
+    # pronouns: personal, reflexive, possessive, nominal (nothing, someone) and wh- pronouns
+    **dict.fromkeys(["PPS", "PPSS", "PPO", "PPL", "PPLS", "PP$", "PP$$", "PN"], "PRON"),
+    **dict.fromkeys(["WPS", "WPO", "WP$"], "PRON"),
+    # determiners: articles, the manual's "determiner/pronoun" tags, wh-determiners, "there"
+    **dict.fromkeys(["AT", "DT", "DTI", "DTS", "DTX", "ABL", "ABN", "ABX", "AP", "WDT"], "DET"),
+    "EX": "DET",
+    # adpositions: prepositions and subordinating conjunctions (one tag, IN, in the Penn Treebank)
+    **dict.fromkeys(["IN", "CS"], "ADP"),
+    "CD": "NUM",
+    "CC": "CONJ",
+    # particles: adverbial particles (up, off) and infinitival "to"
+    **dict.fromkeys(["RP", "TO"], "PRT"),
+    # other: interjections and the few tokens the corpus leaves untagged
+    **dict.fromkeys(["UH", "NIL"], "X"),
+}
+_DROPPED_SUFFIXES = ("-HL", "-TL", "-NC")
+
+
+@functools.cache
+def universal_tag(brown_tag: str) -> str:
+    """Map a Brown tag to one of the 12 universal tags of Petrov, Das & McDonald (2012).
+
+    The universal tags are ``NOUN VERB ADJ ADV PRON DET ADP NUM CONJ PRT . X``. The Brown tags
+    are those of the Brown Corpus Manual (Francis & Kučera 1964/1979), written the way the tagged
+    corpus writes them: a base tag plus affixes. The rules, applied in this order:
+
+    1. ``FW-`` (foreign word) is dropped: Brown tags a foreign word with its part of speech,
+       ``FW-NN``, and we keep that part of speech (``FW-NN`` -> ``NOUN``). Petrov et al. map the
+       Penn Treebank's ``FW``, which carries no part of speech, to ``X``.
+    2. A compound tag, written for a contraction such as *it's* (``PPS+BEZ``) or *let's*
+       (``VB+PPO``), is mapped by its first part (``PPS`` -> ``PRON``).
+    3. The suffixes ``-HL`` (in a headline), ``-TL`` (in a title) and ``-NC`` (cited word), in any
+       number, are dropped: they say where a word stands, not what it is.
+    4. A trailing ``*`` (negated form: ``BEZ*`` is *isn't*) is dropped, but the bare tag ``*``
+       (the negator *not*) stays and maps to ``ADV``.
+    5. The base tag is looked up in the table below; if it is not there and ends in ``$``
+       (possessive: ``NN$``, ``NP$``), the ``$`` is dropped and the lookup repeated. ``PP$``
+       (*my*), ``PP$$`` (*mine*) and ``WP$`` (*whose*) are base tags in their own right.
+
+    The table follows the Brown manual's definitions: nouns -> ``NOUN``; verbs including *be*,
+    *do*, *have* and modals -> ``VERB``; adjectives and ordinals (``OD``) -> ``ADJ`` (the
+    universal ``NUM`` is cardinal numbers, ``CD``); adverbs, qualifiers (``QL``, ``QLP``,
+    ``WQL``), ``WRB`` and the negator ``*`` -> ``ADV``; all pronouns, possessive ones included
+    (as Petrov et al. do for the Treebank's ``PRP$``) -> ``PRON``; articles, the manual's
+    "determiner/pronoun" tags (``ABL ABN ABX AP DT DTI DTS DTX``), ``WDT`` and existential
+    *there* (``EX``, as Petrov et al. do) -> ``DET``; prepositions and subordinating
+    conjunctions (``IN``, ``CS``) -> ``ADP``; ``CD`` -> ``NUM``; ``CC`` -> ``CONJ``; ``RP`` and
+    infinitival ``TO`` -> ``PRT``; punctuation -> ``.``; interjections (``UH``) and untagged
+    tokens (``NIL``) -> ``X``.
+
+    A tag the rules do not reach raises ``ValueError``: nothing becomes ``X`` silently. Every tag
+    of the corpus is covered (the tests check it). This is our own mapping, written from the
+    definitions, not a copy of NLTK's ``brown-universal.map``; the two may differ where a choice
+    could go either way: ``PP$`` (*my*: a pronoun here, a determiner by position), ``AP`` (*many*,
+    *other*: determiners here, adjectives in the Penn Treebank), ``ABL`` (*quite*, *such*), ``OD``
+    and ``QL``. Accuracies are therefore comparable with published universal-tagset figures only
+    approximately.
+    """
+    tag = brown_tag.removeprefix("FW-")  # rule 1
+    tag = tag.split("+")[0]  # rule 2
+    while tag.endswith(_DROPPED_SUFFIXES):  # rule 3
+        tag = tag[:-3]
+    if len(tag) > 1:  # rule 4
+        tag = tag.removesuffix("*")
+    if tag not in _UNIVERSAL_OF_BASE_TAG and tag.endswith("$"):  # rule 5
+        tag = tag[:-1]
+    if tag not in _UNIVERSAL_OF_BASE_TAG:
+        raise ValueError(f"no universal tag for Brown tag {brown_tag!r} (base tag {tag!r})")
+    return _UNIVERSAL_OF_BASE_TAG[tag]
+
+
 # ---------------------------------------------------------------------------------- the corpus
 
 
@@ -241,17 +336,28 @@ def split_by_tokens(sentences: list, sizes: tuple[int, ...]) -> list[list]:
     return parts
 
 
-def brown_split(lower: bool = False, tagged: bool = False) -> tuple[list, list, list]:
+def brown_split(
+    lower: bool = False, tagged: bool = False, tagset: str = "brown"
+) -> tuple[list, list, list]:
     """The fixed train / valid / test split of Brown used throughout the book.
 
     Whole sentences in file order: the first 800,000 tokens (at most) for training, the next
     200,000 (at most) for validation, the rest for test.
 
-    ``lower=True`` lower-cases every word. ``tagged=True`` returns ``(word, TAG)`` pairs with the
-    original Brown tags instead of bare words.
+    ``lower=True`` lower-cases every word. ``tagged=True`` returns ``(word, TAG)`` pairs instead of
+    bare words. ``tagset`` chooses the tags: ``"brown"`` (the default) keeps the original Brown
+    tags, ``"universal"`` maps each of them with :func:`universal_tag` to the 12 universal tags of
+    Petrov, Das & McDonald (2012). Any other value, or ``tagset="universal"`` without
+    ``tagged=True``, raises ``ValueError``.
     """
+    if tagset not in TAGSETS:
+        raise ValueError(f"tagset must be one of {TAGSETS}, got {tagset!r}")
+    if tagset != "brown" and not tagged:
+        raise ValueError(f"tagset={tagset!r} only makes sense with tagged=True")
     if tagged:
         sentences = [[(w.lower() if lower else w, t) for w, t in s] for s in _tagged_corpus()]
+        if tagset == "universal":
+            sentences = [[(w, universal_tag(t)) for w, t in s] for s in sentences]
     else:
         sentences = brown_sents(lower=lower)
     train, valid, test = split_by_tokens(sentences, (TRAIN_TOKENS, VALID_TOKENS))

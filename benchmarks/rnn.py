@@ -1,0 +1,114 @@
+"""Benchmark: the from-scratch layers of nlpcourse.rnn against torch.nn, and RNN LM training speed.
+
+1. Forward + backward time of ``nlpcourse.rnn.LSTM`` (and ``GRU``, ``RNN``) against
+   ``torch.nn.LSTM`` (``GRU``, ``RNN``) with the same weights, on random ``(T, B, D)`` inputs
+   with ``H`` hidden units: the loss is the sum of the outputs, the backward pass reaches the
+   input and every parameter. "LSTM, autograd" is our LSTM with ``hand_backward=False``. Ours
+   and torch's are timed in alternation, several rounds; each time reported is the median, and
+   the ratio is ours / torch's (lower is better; 1 = as fast).
+2. Words per second of :func:`nlpcourse.rnn.train_lm` (forward, backward, clipping, Adam) for a
+   small language model on the Brown training split, vocabulary ``min_count=4``, for each cell,
+   and for the LSTM model with ``torch.nn.LSTM`` swapped in as its recurrent layer.
+
+Uses as many threads as the machine has cores. Takes about 35 seconds on 2 CPU cores.
+Run:  .venv/bin/python benchmarks/rnn.py
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from functools import partial
+
+import torch
+
+from nlpcourse import rnn
+from nlpcourse.data import brown_split
+
+SIZES = [(35, 32, 128, 128), (35, 32, 256, 256), (100, 16, 64, 64)]  # (T, B, D, H)
+LAYERS = {
+    "LSTM": (rnn.LSTM, torch.nn.LSTM),
+    "LSTM, autograd": (partial(rnn.LSTM, hand_backward=False), torch.nn.LSTM),
+    "GRU": (rnn.GRU, torch.nn.GRU),
+    "RNN": (rnn.RNN, torch.nn.RNN),
+}
+ROUNDS, REPEATS = 5, 10  # timed in alternation: ROUNDS x (REPEATS of ours, REPEATS of torch's)
+
+LM = {"emb_size": 64, "hidden_size": 64}
+LM_TRAINING = {"batch_size": 32, "bptt": 35}
+LM_STEPS = 30
+
+
+def forward_backward(layer: torch.nn.Module, x: torch.Tensor) -> None:
+    layer.zero_grad()
+    output, _ = layer(x)
+    output.sum().backward()
+
+
+def median_time(function, *args) -> float:
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        function(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def compare_layers() -> None:
+    print(f"forward + backward, median ms (of {ROUNDS} rounds x {REPEATS} runs), ours / torch")
+    print(f"{'layer':14s} {'(T, B, D, H)':>18s} {'ours':>9s} {'torch.nn':>9s} {'ratio':>6s}")
+    for name, (ours_cls, torch_cls) in LAYERS.items():
+        for T, B, D, H in SIZES:
+            torch.manual_seed(0)
+            theirs = torch_cls(D, H)
+            ours = ours_cls(D, H)
+            ours.load_state_dict(theirs.state_dict())
+            x = torch.randn(T, B, D, requires_grad=True)
+            for layer in (ours, theirs):  # warm up
+                forward_backward(layer, x)
+            t_ours, t_theirs = [], []
+            for _ in range(ROUNDS):
+                t_ours.append(median_time(forward_backward, ours, x))
+                t_theirs.append(median_time(forward_backward, theirs, x))
+            a, b = statistics.median(t_ours), statistics.median(t_theirs)
+            size = f"({T}, {B}, {D}, {H})"
+            print(f"{name:14s} {size:>18s} {a * 1e3:9.2f} {b * 1e3:9.2f} {a / b:6.2f}", flush=True)
+
+
+def lm_words_per_second() -> None:
+    train, valid, _ = brown_split()
+    vocab = rnn.build_vocab(train, min_count=rnn.BENGIO_MIN_COUNT)
+    train_ids = rnn.encode(train, vocab)
+    valid_ids = rnn.encode(valid[:20], vocab)  # evaluation is not timed; keep it short
+    print(
+        f"\nRNN LM training on Brown: |V| = {len(vocab):,}, emb {LM['emb_size']}, "
+        f"hidden {LM['hidden_size']}, batch {LM_TRAINING['batch_size']}, "
+        f"bptt {LM_TRAINING['bptt']}, {LM_STEPS} steps"
+    )
+    models = {cell: rnn.RNNLM(len(vocab), cell=cell, **LM) for cell in ("rnn", "gru", "lstm")}
+    with_torch_lstm = rnn.RNNLM(len(vocab), cell="lstm", **LM)
+    with_torch_lstm.rnn = torch.nn.LSTM(LM["emb_size"], LM["hidden_size"])
+    models["lstm, torch.nn.LSTM inside"] = with_torch_lstm
+    for name, model in models.items():
+        history = rnn.train_lm(
+            model, train_ids, valid_ids, steps=LM_STEPS, eval_every=LM_STEPS, **LM_TRAINING
+        )
+        words_per_second = history["words"][-1] / history["seconds"][-1]
+        print(f"  {name:28s} {words_per_second:8,.0f} words/s", flush=True)
+
+
+def main() -> None:
+    threads = os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    machine = platform.processor() or platform.machine()
+    print(f"{machine}, {threads} threads, torch {torch.__version__}")
+    start = time.perf_counter()
+    compare_layers()
+    lm_words_per_second()
+    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
