@@ -1,0 +1,812 @@
+"""Checks for exercise 02-hmm (chapter 2). Each compares a student's function with the reference
+of the same name in :mod:`nlpcourse.hmm`; see :mod:`nlpcourse.checks`.
+
+Where the answers come from: for :func:`check_forward`, :func:`check_viterbi` and
+:func:`check_forward_backward` on HMMs small enough to list every tag sequence (at most
+``MAX_PATHS``), from brute-force enumeration written here (:func:`brute_force`), which shares no
+code with the dynamic programs; on long sentences, from the reference. The other checks use the
+reference. Every case of :func:`check_viterbi` has a single best path (random cases whose two best
+paths are within 1e-6 in log probability are drawn again), so paths are compared exactly.
+
+When an answer is wrong, a check also computes the answers that the usual mistakes give (log_trans
+transposed, a max where a sum belongs, probabilities where logs belong, ...) and, if the student's
+answer matches one of them, says which mistake it looks like.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nlpcourse import hmm
+from nlpcourse.checks import Case, compare_numbers, run_check, show
+
+NAMES = ("log_start", "log_trans", "log_emit")
+MAX_PATHS = 1024  # brute force lists N**T tag sequences: only for small HMMs
+
+ROW_HINT = (
+    "row i of log_trans is log P(next tag | previous tag i): the step from tag i to tag j "
+    "uses log_trans[i, j]"
+)
+LOG_HINT = (
+    "the tables hold log probabilities: multiply probabilities by adding logs, and sum them "
+    "with a logsumexp, e.g. np.logaddexp.reduce(x, axis=0)"
+)
+INF_HINT = (
+    "-inf means probability 0; a logsumexp over entries that are all -inf must give -inf, not nan "
+    "(np.logaddexp.reduce does; a max-shift needs care, since -inf - (-inf) is nan)"
+)
+UNDERFLOW_HINT = (
+    "P(words) of a sentence this long is far below the smallest positive float (about 1e-308), so "
+    "multiplying probabilities gives 0 and log(0) = -inf: stay in log space the whole way (add "
+    "log probabilities, and use a logsumexp instead of summing probabilities)"
+)
+
+
+def _log(p: Any) -> np.ndarray:
+    """Natural log with log(0) = -inf and no warning."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(p, dtype=float))
+
+
+# ------------------------------------------------------------------------ the independent oracle
+
+
+def brute_force(
+    log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray
+) -> dict[str, Any]:
+    """Score every one of the N**T tag sequences: the best one, log P(words) and the posteriors.
+
+    Returns ``{"path", "best", "second", "loglik", "posterior"}``: the best path, its log
+    probability, the second-best log probability (``-inf`` if there is none), ``log P(words)``
+    and the ``(T, N)`` posteriors (``None`` when ``P(words) = 0``).
+    """
+    T, N = log_emit.shape
+    paths = np.array(list(itertools.product(range(N), repeat=T)))  # (N**T, T)
+    scores = log_start[paths[:, 0]] + log_emit[np.arange(T), paths].sum(axis=1)  # (N**T,)
+    scores = scores + log_trans[paths[:, :-1], paths[:, 1:]].sum(axis=1)
+    order = np.argsort(-scores, kind="stable")
+    best = scores[order[0]]
+    second = scores[order[1]] if len(order) > 1 else -math.inf
+    if best == -math.inf:
+        return {"path": paths[0], "best": best, "second": second, "loglik": best, "posterior": None}
+    probs = np.exp(scores - best)  # (N**T,) relative to the best path: no underflow
+    loglik = best + math.log(probs.sum())
+    posterior = np.zeros((T, N))  # (T, N)
+    for t in range(T):
+        np.add.at(posterior[t], paths[:, t], probs)
+    posterior /= probs.sum()
+    return {
+        "path": paths[order[0]],
+        "best": float(best),
+        "second": float(second),
+        "loglik": float(loglik),
+        "posterior": posterior,
+    }
+
+
+def _small(log_emit: np.ndarray) -> bool:
+    T, N = np.shape(log_emit)
+    return N**T <= MAX_PATHS
+
+
+# ---------------------------------------------------------------------------- random HMMs
+
+
+def _distribution(rng: np.random.Generator, shape: tuple[int, ...], p_zero: float) -> np.ndarray:
+    """Random probability rows (last axis sums to 1), each entry 0 with probability ``p_zero``
+    but never a whole row."""
+    p = rng.dirichlet(np.ones(shape[-1]), size=shape[:-1])
+    zero = rng.random(p.shape) < p_zero
+    zero[..., 0] &= ~zero[..., 1:].all(axis=-1) if shape[-1] > 1 else False
+    p[zero] = 0.0
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def random_hmm(
+    rng: np.random.Generator, N: int, T: int, p_zero: float = 0.0, n_words: int = 8
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random ``(log_start, log_trans, log_emit)`` for a sentence of ``T`` words drawn from
+    ``n_words`` word types; each probability is 0 (log -inf) with probability ``p_zero``."""
+    log_start = _log(_distribution(rng, (N,), p_zero))  # (N,)
+    log_trans = _log(_distribution(rng, (N, N), p_zero))  # (N, N)
+    emit_table = _distribution(rng, (N, n_words), p_zero).T  # (V, N): P(word v | tag j)
+    log_emit = _log(emit_table[rng.integers(0, n_words, size=T)])  # (T, N)
+    return log_start, log_trans, log_emit
+
+
+def _random_cases(
+    hidden: bool, names: tuple[str, ...], unique_best: bool, hint: str = ""
+) -> list[Case]:
+    """Small random HMMs with a possible sentence (and a single best path if ``unique_best``),
+    smallest first; some with impossible transitions and emissions (-inf)."""
+    rng = np.random.default_rng(2 if hidden else 1)
+    n_cases = 25 if hidden else 3
+    cases = []
+    for i in range(n_cases):
+        N = 1 + i % 4 if hidden else 2 + i % 2
+        T = 1 + (i * 5) // n_cases if hidden else 2 + i
+        p_zero = 0.3 if i % 2 else 0.0
+        while True:
+            tables = random_hmm(rng, N, T, p_zero)
+            truth = brute_force(*tables)
+            possible = truth["loglik"] > -math.inf
+            if possible and not (unique_best and truth["best"] - truth["second"] < 1e-6):
+                break
+        label = f"random, {N} tags, {T} words" + (", with -inf entries" if p_zero else "")
+        cases.append(Case(tables, names, hint + ("; " + INF_HINT if p_zero else ""), label))
+    return cases
+
+
+def _long_case(hidden: bool, names: tuple[str, ...], hint: str) -> Case:
+    """A sentence long enough that probabilities underflow to 0 outside log space."""
+    N, T = (5, 1000) if hidden else (4, 300)
+    rng = np.random.default_rng(30 if hidden else 3)
+    tables = random_hmm(rng, N, T, n_words=20)  # log P(words) is below -900: exp gives 0
+    shown = {
+        "log_start": show(tables[0]),
+        "log_trans": show(tables[1]),
+        "log_emit": f"a ({T}, {N}) array: a random {T}-word sentence (too long to print)",
+    }
+    return Case(tables, names, hint, f"a {T}-word sentence", shown)
+
+
+# ------------------------------------------------------------------------- hand-picked HMMs
+
+
+def one_word() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Three tags, one word: P(tag j, word) = pi_j b_j = 0.05, 0.15, 0.08."""
+    return _log([0.5, 0.3, 0.2]), _log(np.full((3, 3), 1 / 3)), _log([[0.1, 0.5, 0.4]])
+
+
+def greedy_trap() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two tags, two words, where picking the best tag word by word fails.
+
+    The tag sequences score 0-0: .015, 0-1: .135, 1-0: .001, 1-1: .171. The first word alone
+    prefers tag 0 (.3 against .2), but the best sequence is 1-1."""
+    return (
+        _log([0.6, 0.4]),
+        _log([[0.5, 0.5], [0.05, 0.95]]),
+        _log([[0.5, 0.5], [0.1, 0.9]]),
+    )
+
+
+def i_go_to_school() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The chapter's worked example: tags VB, TO, NN, PPSS; words I, go, to, school.
+
+    Zeros in both tables (log -inf); the rows are the exam's and do not sum to 1."""
+    start = [0.19, 0.43, 0.41, 0.67]
+    trans = [
+        [0.38, 0.35, 0.47, 0.70],
+        [0.83, 0.00, 0.47, 0.00],
+        [0.40, 0.16, 0.87, 0.45],
+        [0.23, 0.79, 0.12, 0.14],
+    ]
+    emit = [
+        [0.00, 0.00, 0.00, 0.37],
+        [0.10, 0.00, 0.85, 0.00],
+        [0.00, 0.99, 0.00, 0.00],
+        [0.80, 0.00, 0.68, 0.00],
+    ]
+    return _log(start), _log(trans), _log(emit)
+
+
+def impossible_sentence() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two tags; no tag can emit the second word, so P(words) = 0."""
+    return (
+        _log([0.7, 0.3]),
+        _log([[0.6, 0.4], [0.5, 0.5]]),
+        _log([[0.2, 0.1], [0.0, 0.0], [0.3, 0.3]]),
+    )
+
+
+# ---------------------------------------------------------------- expected answers and mistakes
+
+
+class Expected:
+    """The right answer to one case, and the answers of usual mistakes on it.
+
+    Shown in a message as the right answer alone. ``mistakes`` is a list of ``(what the mistake
+    is, the answer it gives)``; ``args`` are the case's inputs."""
+
+    def __init__(self, value: Any, args: tuple, mistakes: list[tuple[str, Any]]):
+        self.value = value
+        self.args = args
+        self.mistakes = mistakes
+
+    def __repr__(self) -> str:
+        return show(self.value)
+
+
+def _try(function: Callable, *args: Any) -> Any:
+    """``function(*args)``, or None if it raises ValueError (a mistake that has no answer)."""
+    try:
+        return function(*args)
+    except ValueError:
+        return None
+
+
+def _close(a: Any, b: Any) -> bool:
+    """Whether two numbers or arrays are equal up to rounding (-inf equals -inf)."""
+    try:
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-6, atol=1e-9))
+
+
+def _diagnose(want: Expected, got: Any, same: Callable[[Any, Any], bool] = _close) -> str:
+    """The first usual mistake whose answer is ``got`` (and differs from the right one)."""
+    for what, value in want.mistakes:
+        if value is not None and not same(value, want.value) and same(value, got):
+            return f"\nyour answer is what you get if {what}"
+    return ""
+
+
+def _as_array(got: Any, shape: tuple[int, ...], what: str) -> tuple[np.ndarray | None, str]:
+    """``got`` as a float array of ``shape``, or None and what is wrong."""
+    try:
+        array = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        return None, f"{what} should be an array of numbers, got a {type(got).__name__}"
+    if array.shape != shape:
+        return None, f"{what} should have shape {shape}, got shape {array.shape}"
+    if np.isnan(array).any():
+        where = tuple(int(i) for i in np.argwhere(np.isnan(array))[0])
+        return None, f"{what} has nan at {where}; " + INF_HINT
+    return array, ""
+
+
+def _first_difference(want: np.ndarray, got: np.ndarray, what: str) -> str:
+    """Where two arrays of the same shape first differ, as a line of the message."""
+    bad = ~np.isclose(want, got, rtol=1e-6, atol=1e-9)
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (
+        f"{what}{list(index)}: expected {float(want[index])!r}, got {float(got[index])!r} "
+        f"({bad.sum()} of {bad.size} entries differ)"
+    )
+
+
+# ------------------------------------------------------------------------------ part 1
+
+
+def _addk_oracle(sentences: list, tags: list, words: list, k: float) -> Expected:
+    value = hmm.addk_tables(sentences, tags, words, k)
+    as_probs = tuple(np.exp(table) for table in value)
+    return Expected(value, (sentences, tags, words, k), [("you returned probabilities", as_probs)])
+
+
+def _compare_addk(want: Expected, got: Any) -> str:
+    _, tags, words, _ = want.args
+    N, V = len(tags), len(words)
+    if not isinstance(got, tuple | list) or len(got) != 3:
+        return "expected a tuple of three arrays: (log_start, log_trans, log_emit_table)"
+    parts = ("log_start", "log_trans", "log_emit_table")
+    shapes = ((N,), (N, N), (V, N))
+    arrays = []
+    for name, shape, table in zip(parts, shapes, got, strict=True):
+        array, problem = _as_array(table, shape, name)
+        if problem:
+            if name == "log_emit_table" and np.shape(table) == (N, V):
+                problem += (
+                    ": one row per word and one column per tag, [v, j] = log P(word v | tag j)"
+                )
+            return problem
+        arrays.append(array)
+    mistake = _diagnose(want, tuple(arrays), lambda a, b: all(map(_close, a, b)))
+    if mistake:
+        return mistake.strip() + ": return their logs (np.log)"
+    labels = (
+        lambda i: f"log_start[{i}] (start -> {tags[i]!r})",
+        lambda i, j: f"log_trans[{i}, {j}] ({tags[i]!r} -> {tags[j]!r})",
+        lambda v, j: f"log_emit_table[{v}, {j}] (word {words[v]!r}, tag {tags[j]!r})",
+    )
+    for name, label, expected, array in zip(parts, labels, want.value, arrays, strict=True):
+        if not _close(expected, array):
+            bad = ~np.isclose(expected, array, rtol=1e-6, atol=1e-9)
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            line = f"{label(*index)}: expected {float(expected[index])!r}, "
+            line += f"got {float(array[index])!r}"
+            sums = np.exp(array).sum(axis=-1 if name != "log_emit_table" else 0)
+            if not np.allclose(sums, 1.0):
+                line += (
+                    f"\nin {name}, each "
+                    + ("column" if name == "log_emit_table" else "row")
+                    + f" should be a distribution (sum to 1 in probability); yours sum to "
+                    f"{show(np.round(sums, 4).tolist())}"
+                )
+            return line
+    return ""
+
+
+def check_addk_tables(addk_tables: Callable, hidden: bool = False) -> None:
+    """``addk_tables(tagged_sentences, tags, words, k)``: add-k smoothed log tables."""
+    names = ("tagged_sentences", "tags", "words", "k")
+    tiny = [
+        [("the", "DET"), ("dog", "NOUN"), ("barks", "VERB")],
+        [("the", "DET"), ("dog", "NOUN"), ("sleeps", "VERB")],
+        [("a", "DET"), ("cat", "NOUN"), ("barks", "VERB")],
+    ]
+    tiny_tags, tiny_words = ["DET", "NOUN", "VERB"], ["a", "barks", "cat", "dog", "sleeps", "the"]
+    girl_sleep = [[("girl", "NN")]] * 8 + [[("girl", "VB")]] * 4
+    girl_sleep += [[("sleep", "NN")]] * 2 + [[("sleep", "VB")]] * 6
+    denominator_hint = (
+        "the denominator of a_ij is c(i, .) + kN, where c(i, .) counts the times another tag "
+        "follows tag i: a tag that ends a sentence is followed by no tag"
+    )
+    cases = [
+        Case(
+            ([[("dog", "NOUN")]], ["NOUN", "VERB"], ["dog", "runs"], 1.0),
+            names,
+            "pi = (1+1)/(1+2), (0+1)/(1+2); no tag follows another, so every row of A is "
+            "uniform; b_NOUN(dog) = (1+1)/(1+2); VERB was never seen: b_VERB(w) = 1/2",
+            "one sentence of one word",
+        ),
+        Case(
+            (tiny, tiny_tags, tiny_words, 1.0),
+            names,
+            "b_j(w) = (c(j, w) + k) / (c(j) + kV): V is the number of words in `words`",
+            "three sentences",
+        ),
+        Case((tiny, tiny_tags, tiny_words, 0.5), names, "use k, not 1, in both places"),
+        Case(
+            (tiny + [[("dog", "NOUN")]], tiny_tags, tiny_words, 1.0),
+            names,
+            denominator_hint,
+            "NOUN ends a sentence",
+        ),
+        Case(
+            (girl_sleep, ["NN", "VB"], ["girl", "sleep"], 1.0),
+            names,
+            "the chapter's girl/sleep counts; each one-word sentence starts with its tag",
+            "girl and sleep",
+        ),
+    ]
+    rng = random.Random(2 if hidden else 1)
+    for _ in range(25 if hidden else 3):
+        tags = ["DET", "NOUN", "VERB", "ADJ"][: rng.randint(2, 4)]
+        words = sorted(rng.sample(["a", "the", "dog", "cat", "runs", "big", "old", "sees"], 5))
+        sentences = [
+            [(rng.choice(words), rng.choice(tags)) for _ in range(rng.randint(0, 5))]
+            for _ in range(rng.randint(1, 6))
+        ]
+        if not any(sentences):
+            sentences.append([(words[0], tags[0])])
+        k = rng.choice([1.0, 0.5, 0.1, 2.0])
+        cases.append(Case((sentences, tags, words, k), names, denominator_hint, "random"))
+    run_check("addk_tables", addk_tables, _addk_oracle, cases, _compare_addk)
+
+
+# ------------------------------------------------------------------------------ part 2
+
+
+def _max_then_sum(log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray) -> float:
+    """The forward recursion with a max over previous tags in place of the sum (a mistake)."""
+    delta = log_start + log_emit[0]  # (N,)
+    for t in range(1, len(log_emit)):
+        delta = np.max(delta[:, None] + log_trans, axis=0) + log_emit[t]  # (N,)
+    return float(np.logaddexp.reduce(delta))
+
+
+def _forward_oracle(log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray) -> Expected:
+    tables = (log_start, log_trans, log_emit)
+    value = brute_force(*tables)["loglik"] if _small(log_emit) else hmm.forward(*tables)
+    alpha = hmm.forward_table(*tables)
+    first_emit_left_out = log_emit.copy()
+    first_emit_left_out[0] = 0.0
+    max_hint = (
+        "you took the max over previous tags, as Viterbi does: the forward algorithm sums "
+        "over them, alpha_t(j) = logsumexp_i [alpha_{t-1}(i) + log a_ij] + log b_j(o_t)"
+    )
+    mistakes = [
+        (max_hint, hmm.viterbi(*tables)[1]),
+        (max_hint, _max_then_sum(*tables)),
+        (
+            "log_trans is read transposed: " + ROW_HINT,
+            hmm.forward(log_start, log_trans.T, log_emit),
+        ),
+        ("you returned P(words): return its log", math.exp(value)),
+        (
+            "the last step takes the max: log P(words) = logsumexp_j alpha_T(j)",
+            float(alpha[-1].max()),
+        ),
+        (
+            "alpha_1 leaves out log pi_j: alpha_1(j) = log pi_j + log b_j(o_1)",
+            hmm.forward(np.zeros_like(log_start), log_trans, log_emit),
+        ),
+        (
+            "alpha_1 leaves out the first word: alpha_1(j) = log pi_j + log b_j(o_1)",
+            hmm.forward(log_start, log_trans, first_emit_left_out),
+        ),
+    ]
+    return Expected(value, tables, mistakes)
+
+
+def _compare_forward(want: Expected, got: Any) -> str:
+    problem = compare_numbers(want.value, got)
+    if not problem:
+        return ""
+    mistake = _diagnose(want, got)
+    if not mistake and np.isfinite(want.value) and np.isneginf(np.asarray(got, dtype=float)):
+        mistake = "\nyou returned -inf (probability 0), but some tag sequence is possible"
+    return problem + mistake
+
+
+def check_forward(forward: Callable, hidden: bool = False) -> None:
+    """``forward(log_start, log_trans, log_emit)``: log P(words), eq. (hmm-likelihood)."""
+    cases = [
+        Case(
+            one_word(),
+            NAMES,
+            "one word: log P = log(sum_j pi_j b_j(o_1)) = log(0.05 + 0.15 + 0.08)",
+            "a one-word sentence",
+        ),
+        Case(greedy_trap(), NAMES, "sum over all 4 tag sequences: .015 + .135 + .001 + .171"),
+        Case(
+            i_go_to_school(),
+            NAMES,
+            INF_HINT,
+            "the chapter's 'I go to school', with impossible transitions (-inf)",
+        ),
+        Case(
+            impossible_sentence(),
+            NAMES,
+            "no tag can emit word 2, so P(words) = 0: return -inf (no error, no nan); " + INF_HINT,
+            "a sentence with probability 0",
+        ),
+    ]
+    cases += _random_cases(hidden, NAMES, unique_best=False, hint=ROW_HINT)
+    cases.append(_long_case(hidden, NAMES, UNDERFLOW_HINT))
+    run_check("forward", forward, _forward_oracle, cases, _compare_forward)
+
+
+# ------------------------------------------------------------------------------ part 3
+
+
+def _greedy_path(log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray) -> list[int]:
+    """The best tag for each word given the tag chosen before it (not Viterbi)."""
+    path = [int(np.argmax(log_start + log_emit[0]))]
+    for t in range(1, len(log_emit)):
+        path.append(int(np.argmax(log_trans[path[-1]] + log_emit[t])))
+    return path
+
+
+def _path_score(log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray, path) -> float:
+    score = log_start[path[0]] + log_emit[0, path[0]]
+    for t in range(1, len(path)):
+        score += log_trans[path[t - 1], path[t]] + log_emit[t, path[t]]
+    return float(score)
+
+
+def _viterbi_oracle(log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray) -> Expected:
+    tables = (log_start, log_trans, log_emit)
+    if _small(log_emit):
+        truth = brute_force(*tables)
+        path, logprob = truth["path"].tolist(), truth["best"]
+    else:
+        best_path, logprob = hmm.viterbi(*tables)
+        path = best_path.tolist()
+    greedy = _greedy_path(*tables)
+    transposed, transposed_logprob = hmm.viterbi(log_start, log_trans.T, log_emit)
+    mistakes = [
+        (
+            "you choose the best tag for each word given the tag before it (greedy): Viterbi "
+            "keeps, for every tag j, the best path that ends in j (delta_t(j)), and chooses the "
+            "path only at the end, by following the backpointers",
+            (greedy, _path_score(*tables, greedy)),
+        ),
+        ("log_trans is read transposed: " + ROW_HINT, (transposed.tolist(), transposed_logprob)),
+    ]
+    return Expected((path, logprob), tables, mistakes)
+
+
+def _same_path_and_logprob(a: tuple, b: tuple) -> bool:
+    return list(a[0]) == list(b[0]) and not compare_numbers(a[1], b[1])
+
+
+def _show_paths(want_path: list[int], path: list[int]) -> str:
+    """Both paths if short, else where they first differ."""
+    if len(want_path) <= 12:
+        return f"expected {want_path}, got {path}"
+    t = next(t for t, (a, b) in enumerate(zip(want_path, path, strict=True)) if a != b)
+    n_bad = sum(a != b for a, b in zip(want_path, path, strict=True))
+    return (
+        f"the paths first differ at position t = {t} (of {len(path)}): expected tag "
+        f"{want_path[t]}, got {path[t]} ({n_bad} positions differ)"
+    )
+
+
+def _compare_viterbi(want: Expected, got: Any) -> str:
+    if not isinstance(got, tuple | list) or len(got) != 2:
+        return "expected a pair (path, log probability), e.g. `return path, logprob`"
+    got_path, got_logprob = got
+    want_path, want_logprob = want.value
+    T, N = np.shape(want.args[2])
+    try:
+        path = np.asarray(got_path)
+        path_ok = path.shape == (T,) and np.issubdtype(path.dtype, np.integer)
+    except (TypeError, ValueError):
+        path_ok = False
+    if not path_ok:
+        return (
+            f"the path should be {T} integer tag indices (a list or an int array); got {got_path!r}"
+        )
+    path = path.tolist()
+    if any(not 0 <= j < N for j in path):
+        return f"path: tag indices must be in 0 .. {N - 1}, got {path}"
+    logprob_problem = compare_numbers(want_logprob, got_logprob)
+    if path == want_path and not logprob_problem:
+        return ""
+    lines = []
+    if logprob_problem:
+        lines.append("log probability: " + logprob_problem)
+    if path != want_path:
+        own = _path_score(*want.args, path)
+        lines.append(
+            f"path: {_show_paths(want_path, path)}; the path you returned has log probability "
+            f"{own!r}"
+        )
+    if path != want_path and not logprob_problem:
+        if path == want_path[::-1]:
+            lines.append(
+                "the path is in reverse order: reverse it after following the backpointers"
+            )
+        else:
+            lines.append(
+                "the log probability is right but the path is not: follow the backpointers from "
+                "the best last tag, path[T-1] = argmax_j delta_T(j), then "
+                "path[t-1] = backptr[t, path[t]] down to t = 1"
+            )
+        return "\n".join(lines)
+    mistake = _diagnose(want, (path, got_logprob), _same_path_and_logprob)
+    if mistake:
+        lines.append(mistake.strip())
+    elif math.isfinite(want_logprob) and got_logprob == -math.inf:
+        lines.append("you returned -inf, but some tag sequence has probability > 0")
+    elif math.isfinite(want_logprob) and _close(math.exp(want_logprob), got_logprob):
+        lines.append("you returned a probability: return its log")
+    elif path == want_path:
+        lines.append(
+            "the path is right but its log probability is not: return max_j delta_T(j), "
+            "the score of the best path"
+        )
+    return "\n".join(lines)
+
+
+def check_viterbi(viterbi: Callable, hidden: bool = False) -> None:
+    """``viterbi(log_start, log_trans, log_emit)``: (best path, its log probability)."""
+    cases = [
+        Case(
+            one_word(),
+            NAMES,
+            "one word: the best tag is argmax_j (log pi_j + log b_j(o_1)); the path has length 1",
+            "a one-word sentence",
+        ),
+        Case(
+            greedy_trap(),
+            NAMES,
+            "the first word alone prefers tag 0, but the best path is [1, 1] (.171 against .135)",
+            "where choosing tags word by word fails",
+        ),
+        Case(
+            i_go_to_school(),
+            NAMES,
+            "the chapter's trellis: the best path is PPSS NN TO VB = [3, 2, 1, 0]; " + INF_HINT,
+            "the chapter's 'I go to school', with impossible transitions (-inf)",
+        ),
+    ]
+    cases += _random_cases(hidden, NAMES, unique_best=True, hint=ROW_HINT)
+    cases.append(_long_case(hidden, NAMES, UNDERFLOW_HINT))
+    run_check("viterbi", viterbi, _viterbi_oracle, cases, _compare_viterbi)
+
+
+# ------------------------------------------------------------------------------ part 4
+
+
+def _posterior_oracle(
+    log_start: np.ndarray, log_trans: np.ndarray, log_emit: np.ndarray
+) -> Expected:
+    tables = (log_start, log_trans, log_emit)
+    value = brute_force(*tables)["posterior"] if _small(log_emit) else hmm.forward_backward(*tables)
+    alpha = hmm.forward_table(*tables)  # (T, N)
+    beta = hmm.backward_table(*tables)  # (T, N)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha_only = np.exp(alpha - np.logaddexp.reduce(alpha, axis=1, keepdims=True))
+        mistakes = [
+            ("you returned log probabilities: return probabilities (np.exp)", _log(value)),
+            (
+                "you did not divide by P(words): gamma_t(j) = alpha_t(j) beta_t(j) / P(words), "
+                "in log space alpha + beta - log P(words)",
+                np.exp(alpha + beta),
+            ),
+            (
+                "beta is left out: alpha_t(j) covers only the words up to t; gamma needs beta_t(j) "
+                "for the words after t",
+                alpha_only,
+            ),
+            (
+                "log_trans is read transposed: " + ROW_HINT,
+                _try(hmm.forward_backward, log_start, log_trans.T, log_emit),
+            ),
+        ]
+    return Expected(value, tables, mistakes)
+
+
+def _compare_posterior(want: Expected, got: Any) -> str:
+    array, problem = _as_array(got, want.value.shape, "the posterior")
+    if problem:
+        T, N = want.value.shape
+        if np.shape(got) == (N, T) and N != T:
+            problem += ": one row per word (position t), one column per tag"
+        return problem
+    if _close(want.value, array):
+        return ""
+    line = _first_difference(want.value, array, "posterior")
+    mistake = _diagnose(want, array)
+    if not mistake and not np.allclose(array.sum(axis=1), 1.0):
+        sums = np.round(array.sum(axis=1), 4).tolist()
+        mistake = (
+            f"\neach row should sum to 1 (a distribution over tags); yours sum to {show(sums)}"
+        )
+    return line + mistake
+
+
+def check_forward_backward(forward_backward: Callable, hidden: bool = False) -> None:
+    """``forward_backward(log_start, log_trans, log_emit)``: P(tag_t = j | words), (T, N)."""
+    cases = [
+        Case(
+            one_word(),
+            NAMES,
+            "one word: beta_1 = 0 (log 1), so gamma_1(j) = pi_j b_j(o_1) / P(words) = "
+            "[.05, .15, .08] / .28",
+            "a one-word sentence",
+        ),
+        Case(
+            greedy_trap(),
+            NAMES,
+            "e.g. P(tag 1 at the first word) = (.001 + .171) / (.015 + .135 + .001 + .171)",
+        ),
+        Case(
+            i_go_to_school(),
+            NAMES,
+            "tags that cannot occur get posterior 0; " + INF_HINT,
+            "the chapter's 'I go to school', with impossible transitions (-inf)",
+        ),
+    ]
+    cases += _random_cases(hidden, NAMES, unique_best=False, hint=ROW_HINT)
+    cases.append(_long_case(hidden, NAMES, UNDERFLOW_HINT))
+    run_check("forward_backward", forward_backward, _posterior_oracle, cases, _compare_posterior)
+
+
+# ------------------------------------------------------------------------------ part 5
+
+
+class LookupTagger:
+    """A tagger that looks each word up in a table; words not in it get ``default``.
+
+    A plain class, not the reference: the check passes it to the student's ``tagging_accuracy``.
+    Like the book's taggers it has ``vocab_`` (the words it knows) and ``tag_sents``."""
+
+    def __init__(self, table: dict[str, str], default: str):
+        self.vocab_ = dict(table)
+        self.default = default
+
+    def tag_sents(self, sentences: list[list[str]]) -> list[list[str]]:
+        return [[self.vocab_.get(w, self.default) for w in s] for s in sentences]
+
+    def tag(self, words: list[str]) -> list[str]:
+        return self.tag_sents([words])[0]
+
+    def __repr__(self) -> str:
+        return f"LookupTagger(vocab_={self.vocab_!r}, unknown words get {self.default!r})"
+
+
+KEYS = ("all", "known", "unknown", "unknown_rate")
+
+
+def _accuracy_oracle(tagger: LookupTagger, tagged_sentences: list) -> Expected:
+    value = hmm.tagging_accuracy(tagger, tagged_sentences)
+    per_sentence = [
+        sum(gold == tag for (_, gold), tag in zip(s, tagger.tag([w for w, _ in s]), strict=True))
+        / len(s)
+        for s in tagged_sentences
+        if s
+    ]
+    n = sum(len(s) for s in tagged_sentences)
+    mistakes = [
+        (
+            "you averaged the accuracies of the sentences: count correct tokens over all "
+            "sentences, then divide by the number of tokens",
+            {**value, "all": sum(per_sentence) / len(per_sentence)},
+        ),
+        (
+            "unknown_rate counts tokens: it is a share, the number of unknown tokens over all",
+            {**value, "unknown_rate": value["unknown_rate"] * n},
+        ),
+        (
+            "known and unknown are swapped: a word is known if it is in tagger.vocab_",
+            {
+                **value,
+                "known": value["unknown"],
+                "unknown": value["known"],
+                "unknown_rate": 1 - value["unknown_rate"],
+            },
+        ),  # fmt: skip
+    ]
+    return Expected(value, (tagger, tagged_sentences), mistakes)
+
+
+def _same_scores(a: Any, b: Any) -> bool:
+    return isinstance(b, dict) and all(k in b and not compare_numbers(a[k], b[k]) for k in KEYS)
+
+
+def _compare_accuracy(want: Expected, got: Any) -> str:
+    if not isinstance(got, dict):
+        return f"expected a dict with the keys {list(KEYS)}, got a {type(got).__name__}"
+    missing = [k for k in KEYS if k not in got]
+    if missing:
+        return f"the dict has no key {missing[0]!r}; it needs {list(KEYS)}"
+    lines = [
+        f"{k!r}: {compare_numbers(want.value[k], got[k])}"
+        for k in KEYS
+        if compare_numbers(want.value[k], got[k])
+    ]
+    if not lines:
+        return ""
+    return "\n".join(lines) + _diagnose(want, got, _same_scores)
+
+
+def check_tagging_accuracy(tagging_accuracy: Callable, hidden: bool = False) -> None:
+    """``tagging_accuracy(tagger, tagged_sentences)``: accuracy on all, known, unknown words."""
+    names = ("tagger", "tagged_sentences")
+    tagger = LookupTagger({"the": "DET", "dog": "NOUN", "barks": "VERB", "runs": "NOUN"}, "NOUN")
+    cases = [
+        Case(
+            (tagger, [[("the", "DET"), ("zebra", "NOUN"), ("runs", "VERB")]]),
+            names,
+            "the and runs are known (in tagger.vocab_), zebra is not; runs is tagged wrongly",
+            "one sentence",
+        ),
+        Case(
+            (
+                tagger,
+                [
+                    [("dog", "NOUN")],
+                    [("the", "DET"), ("cat", "NOUN"), ("runs", "VERB"), ("fast", "ADV")],
+                ],
+            ),
+            names,
+            "accuracy counts tokens over all sentences: 3 right out of 5, not the mean of the "
+            "sentences' accuracies",
+            "two sentences",
+        ),
+    ]
+    rng = random.Random(2 if hidden else 1)
+    words, tags = ["a", "the", "dog", "cat", "runs", "big", "old", "sees"], ["DET", "NOUN", "VERB"]
+    for _ in range(25 if hidden else 3):
+        known = rng.sample(words, rng.randint(2, 6))
+        tagger = LookupTagger({w: rng.choice(tags) for w in known}, rng.choice(tags))
+        while True:
+            sentences = [
+                [(rng.choice(words), rng.choice(tags)) for _ in range(rng.randint(1, 6))]
+                for _ in range(rng.randint(1, 5))
+            ]
+            tokens = [w for s in sentences for w, _ in s]
+            if any(w in known for w in tokens) and any(w not in known for w in tokens):
+                break
+        cases.append(Case((tagger, sentences), names, label="random"))
+    run_check("tagging_accuracy", tagging_accuracy, _accuracy_oracle, cases, _compare_accuracy)
+
+
+__all__ = [
+    "check_addk_tables",
+    "check_forward",
+    "check_viterbi",
+    "check_forward_backward",
+    "check_tagging_accuracy",
+]
