@@ -65,6 +65,11 @@ width, ``V`` vocabulary size.
    sentence's ``</s>`` is predicted and counted, ``<s>`` never, and
    ``PPL = exp(-(1/N) sum_i log P(w_i | w_<i))``                                    (lm-ppl).
 
+5. **Notation and architectures** (:func:`token_index`, :func:`architecture_for`): where the
+   book's ``x^(i)<t>`` sits in a batch array, and which of the four recurrent architectures
+   (many-to-many with ``T_x = T_y``, many-to-one, one-to-many, encoder-decoder) fits a task. They
+   are small on purpose: the reference answers of the exercise's concept questions.
+
 Deliberate departures, stated plainly:
 
 * The numpy RNN is for one sequence and writes ``W x`` (column vectors) as the equations do. The
@@ -987,3 +992,74 @@ def train_lm(
             record(step)
             interval_nll, interval_words = 0.0, 0
     return history
+
+
+# ========================================================== 5. notation and architectures
+
+LAYOUTS = ("batch-first", "time-first")
+ARCHITECTURES = ("many-to-many", "many-to-one", "one-to-many", "encoder-decoder")
+ARCHITECTURE_TASKS = (
+    "part-of-speech tagging",
+    "named-entity recognition",
+    "language modelling",
+    "sentiment classification",
+    "spam detection",
+    "topic classification",
+    "image captioning",
+    "music generation",
+    "machine translation",
+    "speech recognition",
+    "summarisation",
+)
+
+
+@reference
+def token_index(i: int, j: int, layout: str) -> tuple[int, int]:
+    """Where ``x^(i)<j>``, the j-th token of the i-th example, sits in a 2-D array of token ids.
+
+    The book counts examples ``i`` and positions ``j`` from 1 (section "Sequences" of chapter 4,
+    and ``book/notation.md``); Python counts from 0. In a ``"batch-first"`` array ``X`` (B, T)
+    the token is ``X[i - 1, j - 1]``; in a ``"time-first"`` array (T, B), the layout of torch's
+    recurrent layers and of the layers here, it is ``X[j - 1, i - 1]``. Returns that index pair.
+    """
+    for name, value in (("i", i), ("j", j)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{name} counts from 1 as in the book, got {value!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if layout == "batch-first":
+        return (int(i) - 1, int(j) - 1)  # X (B, T)
+    return (int(j) - 1, int(i) - 1)  # X (T, B)
+
+
+@reference
+def architecture_for(task: str) -> str:
+    """The recurrent architecture that fits ``task``, one of :data:`ARCHITECTURES` (section
+    "Architectures" of chapter 4; the tasks are :data:`ARCHITECTURE_TASKS`).
+
+    * ``"many-to-many"``: one output per input, ``T_y = T_x`` (a tag for every word, the next
+      word at every position);
+    * ``"many-to-one"``: a whole sequence in, one output after its last step (a class);
+    * ``"one-to-many"``: one input (an image vector, a start token or style), a sequence out;
+    * ``"encoder-decoder"``: a sequence in, read to the end, then a sequence out whose length
+      ``T_y`` differs from ``T_x`` and is not aligned with the input word by word.
+
+    Speech recognition is an encoder-decoder task here: tens of audio frames per word go in, far
+    fewer words come out, and which frames make which word is not given.
+    """
+    answers = {
+        "part-of-speech tagging": "many-to-many",
+        "named-entity recognition": "many-to-many",
+        "language modelling": "many-to-many",
+        "sentiment classification": "many-to-one",
+        "spam detection": "many-to-one",
+        "topic classification": "many-to-one",
+        "image captioning": "one-to-many",
+        "music generation": "one-to-many",
+        "machine translation": "encoder-decoder",
+        "speech recognition": "encoder-decoder",
+        "summarisation": "encoder-decoder",
+    }
+    if task not in answers:
+        raise ValueError(f"unknown task {task!r}; the tasks are {ARCHITECTURE_TASKS}")
+    return answers[task]
