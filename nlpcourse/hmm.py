@@ -725,6 +725,20 @@ class HMM:
         """The most probable tags of one sentence (``[]`` for an empty one)."""
         return self.tag_sents([words])[0]
 
+    def sentence_tables(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tables ``(log_start, log_trans, log_emit)`` that :meth:`tag_sents` decodes for
+        one non-empty sentence, ready for :func:`viterbi`, :func:`forward` or
+        :func:`forward_backward`: ``log_emit`` ``(T, N)`` holds each word's row of
+        ``log_emit_`` (its own, its lower-case form's or its word class's), with
+        ``log P(</s> | tag)`` added to the last row."""
+        if not hasattr(self, "log_emit_"):
+            raise ValueError("this HMM is not fitted yet: call fit(tagged_sentences) first")
+        if len(words) == 0:
+            raise ValueError("the sentence is empty (T = 0): there is nothing to tag or score")
+        log_emit = self.log_emit_[self._emission_rows(list(words))]  # (T, N)
+        log_emit[-1] += self.log_end_
+        return self.log_start_, self.log_trans_, log_emit
+
 
 class MostFrequentTagger:
     """The baseline: each known word gets the tag it had most often in training.
@@ -766,14 +780,23 @@ class MostFrequentTagger:
 
 @reference
 def tagging_accuracy(
-    tagger: HMM | MostFrequentTagger, tagged_sentences: Sequence[TaggedSentence]
+    tagger: HMM | MostFrequentTagger,
+    tagged_sentences: Sequence[TaggedSentence],
+    predicted: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, float]:
     """Token accuracy of ``tagger.tag_sents`` against the gold tags.
 
     Returns ``{"all": ..., "known": ..., "unknown": ..., "unknown_rate": ...}``: accuracy on all
     tokens, on words in the tagger's ``vocab_`` and on the others, and the share of the others.
+    ``predicted``, if given, holds the tags ``tagger`` already gave these sentences (one list per
+    sentence), so that a slow tagger need not tag them again.
     """
-    predicted = tagger.tag_sents([[w for w, _ in s] for s in tagged_sentences])
+    if predicted is None:
+        predicted = tagger.tag_sents([[w for w, _ in s] for s in tagged_sentences])
+    elif len(predicted) != len(tagged_sentences):
+        raise ValueError(
+            f"predicted has {len(predicted)} sentences, tagged_sentences {len(tagged_sentences)}"
+        )
     correct = Counter()
     total = Counter()
     for s, tags in zip(tagged_sentences, predicted, strict=True):

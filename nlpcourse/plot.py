@@ -10,7 +10,9 @@ import math
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (6.4, 4.0)) -> Axes:
@@ -77,4 +79,272 @@ def sweep(
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend()
+    return ax
+
+
+def trellis(
+    words: Sequence[str],
+    tags: Sequence[str],
+    scores: np.ndarray,
+    backptr: np.ndarray,
+    path: Sequence[int],
+    ax: Axes | None = None,
+) -> Axes:
+    """The Viterbi trellis: one column per word, one row per tag, the best path highlighted.
+
+    ``scores[t, j]`` (shape ``(T, N)``) is written in the node of word ``t`` and tag ``j``, usually
+    the Viterbi probability delta_t(j); nodes with score 0 are drawn grey. ``backptr[t, j]`` is the
+    tag of word ``t - 1`` that node ``(t, j)`` points back to (row 0 unused): an arrow is drawn for
+    every node with a non-zero score. ``path`` (one tag index per word) is drawn in red.
+    """
+    scores = np.asarray(scores, dtype=float)
+    T, N = scores.shape
+    ax = _axes(ax, (2.3 * T + 1.2, 0.9 * N + 1.0))
+    on_path = {(t, j) for t, j in enumerate(path)}
+    for t in range(1, T):
+        for j in range(N):
+            if scores[t, j] > 0:
+                i = int(backptr[t, j])
+                best = (t, j) in on_path and path[t - 1] == i
+                ax.annotate(
+                    "",
+                    xy=(t - 0.33, -j),
+                    xytext=(t - 1 + 0.33, -i),
+                    arrowprops=dict(
+                        arrowstyle="-|>",
+                        color="C3" if best else "0.55",
+                        lw=2.5 if best else 1.0,
+                        shrinkA=0,
+                        shrinkB=0,
+                    ),
+                    zorder=3 if best else 1,
+                )
+    for t in range(T):
+        for j in range(N):
+            best = (t, j) in on_path
+            zero = scores[t, j] == 0
+            ax.text(
+                t,
+                -j,
+                "0" if zero else f"{scores[t, j]:.3g}",
+                ha="center",
+                va="center",
+                fontsize=10,
+                color="0.6" if zero else "black",
+                fontweight="bold" if best else "normal",
+                bbox=dict(
+                    boxstyle="round,pad=0.35",
+                    facecolor="#fde0dc" if best else ("0.95" if zero else "white"),
+                    edgecolor="C3" if best else "0.6",
+                    lw=2.0 if best else 0.8,
+                ),
+                zorder=4,
+            )
+    ax.set_xticks(range(T), words, fontsize=11)
+    ax.xaxis.tick_top()
+    ax.set_yticks([-j for j in range(N)], tags, fontsize=11)
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_ylim(-N + 0.5, 0.5)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    return ax
+
+
+def confusion_matrix(
+    gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str], ax: Axes | None = None
+) -> Axes:
+    """The tagging errors as a matrix: row = gold tag, column = predicted tag, diagonal left out.
+
+    Each off-diagonal cell shows how many tokens of the row's tag were tagged as the column's tag,
+    with a logarithmic colour scale; the row labels give each tag's error rate.
+    """
+    index = {label: k for k, label in enumerate(labels)}
+    counts = np.zeros((len(labels), len(labels)), dtype=int)  # (N, N)
+    for g, p in zip(gold, predicted, strict=True):
+        counts[index[g], index[p]] += 1
+    errors = counts.astype(float)  # (N, N)
+    np.fill_diagonal(errors, np.nan)
+    errors[errors == 0] = np.nan
+    ax = _axes(ax, (0.55 * len(labels) + 2.5, 0.5 * len(labels) + 1.5))
+    vmax = np.nanmax(errors) if np.isfinite(errors).any() else 1.0
+    image = ax.imshow(errors, cmap="Reds", norm=LogNorm(1, vmax))
+    for i in range(len(labels)):
+        for j in range(len(labels)):
+            if i != j and counts[i, j] > 0:
+                dark = counts[i, j] > vmax**0.6
+                ax.text(
+                    j,
+                    i,
+                    str(counts[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "black",
+                )
+    rates = 1 - np.diag(counts) / np.maximum(counts.sum(axis=1), 1)  # (N,)
+    ax.set_xticks(range(len(labels)), labels, rotation=90)
+    row_labels = [f"{lab} ({r:.1%})" for lab, r in zip(labels, rates, strict=True)]
+    ax.set_yticks(range(len(labels)), row_labels)
+    ax.set_xlabel("predicted tag")
+    ax.set_ylabel("gold tag (its error rate)")
+    ax.figure.colorbar(image, ax=ax, label="tokens (log scale)", shrink=0.8)
+    return ax
+
+
+def curve(
+    x: Sequence[float], y: Sequence[float], xlabel: str, ylabel: str, ax: Axes | None = None
+) -> Axes:
+    """A plain line with a marker at each point, e.g. the log likelihood per EM iteration."""
+    ax = _axes(ax, (5.0, 3.2))
+    ax.plot(x, y, marker="o", markersize=4)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return ax
+
+
+def gradient_norms(norms: dict[str, Sequence[float]], ax: Axes | None = None) -> Axes:
+    """How far a gradient survives back in time: ``||dh_T/dh_k||`` (log scale) against ``T - k``.
+
+    ``norms`` maps a model's name to its array ``norms[k]`` for k = 0..T (as returned by
+    ``nlpcourse.rnn.hidden_state_jacobian_norms``); one line per model. A norm that falls like a
+    straight line on this plot shrinks geometrically with the distance: a vanishing gradient.
+    """
+    ax = _axes(ax)
+    for name, values in norms.items():
+        values = np.asarray(values, dtype=float)  # (T+1,): index k
+        distance = len(values) - 1 - np.arange(len(values))  # T - k
+        ax.plot(distance, values, label=name)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel("distance back in time  T − k  (steps)")
+    ax.set_ylabel("‖∂h_T / ∂h_k‖  (spectral norm, log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def learning_curves(
+    histories: dict[str, dict[str, Sequence[float]]],
+    references: dict[str, float] | None = None,
+    x: str = "step",
+    ax: Axes | None = None,
+) -> Axes:
+    """Validation perplexity (log scale) during training, one line per model.
+
+    ``histories`` maps a model's name to the dictionary returned by ``nlpcourse.rnn.train_lm``
+    (``x``, ``"step"`` or ``"words"``, on the horizontal axis; ``"valid_ppl"`` on the vertical
+    one). ``references`` maps a label to a perplexity drawn as a dashed horizontal line, e.g. an
+    n-gram model's perplexity on the same validation text.
+    """
+    ax = _axes(ax)
+    for name, history in histories.items():
+        ax.plot(history[x], history["valid_ppl"], marker="o", markersize=4, label=name)
+    for k, (label, value) in enumerate((references or {}).items()):
+        ax.axhline(value, color=f"C{k + len(histories)}", ls="--", lw=1.2, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel(
+        {"step": "training step (parameter updates)", "words": "training words"}.get(x, x)
+    )
+    ax.set_ylabel("validation perplexity (log scale)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def lstm_cell_diagram(ax: Axes | None = None) -> Axes:
+    """The LSTM cell (eqs. lstm-gates, lstm-c, lstm-h of chapter 4) as boxes and arrows.
+
+    The cell-state path ``c_{t-1} -> x f_t -> + i_t g_t -> c_t`` runs along the top, drawn
+    thick and red: on it the state is only multiplied by the forget gate and added to, which is
+    why a gradient can travel along it. The four gates read ``h_{t-1}`` and ``x_t`` from the
+    line along the bottom.
+    """
+    ax = _axes(ax, (8.0, 4.6))
+    red, grey = "C3", "0.25"
+
+    def arrow(points, color=grey, lw=1.4, shrink=12):
+        xs, ys = zip(*points, strict=True)
+        if len(points) > 2:
+            ax.plot(xs[:-1], ys[:-1], color=color, lw=lw, solid_capstyle="butt", zorder=1)
+        ax.annotate(
+            "",
+            xy=points[-1],
+            xytext=points[-2],
+            arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, shrinkA=0, shrinkB=shrink),
+            zorder=1,
+        )
+
+    def node(xy, text, color=grey):
+        ax.text(
+            *xy,
+            text,
+            ha="center",
+            va="center",
+            fontsize=13,
+            zorder=3,
+            bbox=dict(boxstyle="circle,pad=0.15", facecolor="white", edgecolor=color, lw=1.4),
+        )
+
+    def gate(xy, name, activation, color):
+        ax.text(
+            *xy,
+            f"{name}\n{activation}",
+            ha="center",
+            va="center",
+            fontsize=12,
+            zorder=3,
+            bbox=dict(boxstyle="round,pad=0.4", facecolor=color, edgecolor=grey, lw=1.0),
+        )
+
+    top, bus, gates = 5.0, 0.8, 2.2
+    # the cell state path, highlighted
+    arrow([(0.2, top), (2.5, top)], red, 3.0)
+    arrow([(2.5, top), (4.6, top)], red, 3.0)
+    arrow([(4.6, top), (9.6, top)], red, 3.0)
+    node((2.5, top), "×", red)
+    node((4.6, top), "+", red)
+    ax.text(0.1, top + 0.35, "$c_{t-1}$", fontsize=13, color=red)
+    ax.text(9.2, top + 0.35, "$c_t$", fontsize=13, color=red)
+    # the input line [h_{t-1}, x_t] feeding the four gates
+    ax.plot([0.2, 7.0], [bus, bus], color=grey, lw=1.4, zorder=1)
+    ax.text(0.1, bus - 0.45, "$h_{t-1}$", fontsize=13)
+    arrow([(1.3, -0.3), (1.3, bus)], shrink=0)
+    ax.text(1.45, -0.35, "$x_t$", fontsize=13)
+    for x, name, activation, colour in [
+        (2.5, "$f_t$", "σ", "#fde0dc"),
+        (3.9, "$i_t$", "σ", "#dbe9f6"),
+        (5.3, "$g_t$", "tanh", "#e2f0d9"),
+        (7.0, "$o_t$", "σ", "#fff2cc"),
+    ]:
+        arrow([(x, bus), (x, gates)])
+        gate((x, gates), name, activation, colour)
+    # forget gate scales the old state; input gate times candidate is added
+    arrow([(2.5, gates), (2.5, top)])
+    node((4.6, 3.6), "×")
+    arrow([(3.9, gates), (3.9, 3.6), (4.6, 3.6)])
+    arrow([(5.3, gates), (5.3, 3.6), (4.6, 3.6)])
+    arrow([(4.6, 3.6), (4.6, top)])
+    # output: h_t = o_t * tanh(c_t)
+    arrow([(8.2, top), (8.2, 4.1)])
+    ax.text(
+        8.2,
+        4.1,
+        "tanh",
+        ha="center",
+        va="center",
+        fontsize=11,
+        zorder=3,
+        bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor=grey),
+    )
+    arrow([(8.2, 4.1), (8.2, 3.0)])
+    node((8.2, 3.0), "×")
+    arrow([(7.0, gates), (7.0, 3.0), (8.2, 3.0)])
+    arrow([(8.2, 3.0), (9.6, 3.0)])
+    ax.text(9.2, 3.2, "$h_t$", fontsize=13)
+    ax.set_xlim(-0.1, 9.9)
+    ax.set_ylim(-0.6, 5.7)
+    ax.set_aspect("equal")
+    ax.axis("off")
     return ax

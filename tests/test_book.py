@@ -5,6 +5,7 @@ chapters are executed again.
 """
 
 import html
+import itertools
 import re
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from nlpcourse.data import brown_split
 
 REPO = Path(__file__).resolve().parent.parent
 HTML = REPO / "_build" / "html"
@@ -72,3 +75,68 @@ def test_ngram_chapter_shows_measured_results(build):
     assert quoted and float(quoted.group(1)) == trigram
     images = list((HTML / "_images").glob("*.png"))
     assert len(images) >= 3, "the chapter's figures are missing"
+
+
+def exam_brute_force() -> tuple[list[str], float, float]:
+    """The "I go to school" exam tables of chapter 2, solved by enumerating all 4^4 tag sequences:
+    the best sequence, its probability and the sum over all sequences (P of the words)."""
+    tags = ["VB", "TO", "NN", "PPSS"]
+    start = [0.19, 0.43, 0.41, 0.67]
+    trans = [[0.38, 0.35, 0.47, 0.70], [0.83, 0, 0.47, 0], [0.40, 0.16, 0.87, 0.45],
+             [0.23, 0.79, 0.12, 0.14]]  # fmt: skip
+    emit = [[0, 0, 0, 0.37], [0.1, 0, 0.85, 0], [0, 0.99, 0, 0], [0.8, 0, 0.68, 0]]  # [word][tag]
+    scores = {}
+    for seq in itertools.product(range(4), repeat=4):
+        p = start[seq[0]] * emit[0][seq[0]]
+        for t in range(1, 4):
+            p *= trans[seq[t - 1]][seq[t]] * emit[t][seq[t]]
+        scores[seq] = p
+    best = max(scores, key=scores.get)
+    return [tags[j] for j in best], scores[best], sum(scores.values())
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_hmm_chapter_shows_measured_results(build):
+    text = " ".join(page_text("book/hmm").split())
+    # the worked Viterbi example: the best sequence and its probability, against brute force
+    best_tags, best_prob, total = exam_brute_force()
+    shown = re.search(r"The best sequence is (\w+ \w+ \w+ \w+) , with .{0,40}?= ([\d.]+)", text)
+    assert shown, "the best sequence of the exam example is missing"
+    assert shown.group(1).split() == best_tags == ["PPSS", "NN", "TO", "VB"]
+    assert float(shown.group(2)) == pytest.approx(best_prob, rel=1e-4)
+    forward = re.search(r"by the forward algorithm: ([\d.e-]+)", text)
+    assert forward and float(forward.group(1)) == pytest.approx(total, rel=1e-9)
+    # the reading a human gives is ranked below it, and the page says so
+    assert re.search(r"PPSS VB TO NN , is only number [2-9]", text)
+    # the girl/sleep emissions under the stated assumption: 8 / (8 + 2) and 6 / (4 + 6)
+    assert re.search(r"P\(girl \| tag\) 0\.8 0\.4 P\(sleep \| tag\) 0\.2 0\.6", text)
+    # accuracies: universal >= 95% and above the baseline; Brown tags above their baseline
+    acc = re.search(
+        r"the HMM is right on ([\d.]+)% of the test tokens, against ([\d.]+)% for the "
+        r"most-frequent-tag baseline; with the (\d+) Brown tags, on ([\d.]+)% against ([\d.]+)%",
+        text,
+    )
+    assert acc, "the accuracy sentence is missing"
+    hmm_u, base_u, n_tags, hmm_b, base_b = map(float, acc.groups())
+    assert hmm_u >= 95.0 and hmm_u > base_u and hmm_b > base_b and n_tags > 100
+    # the table agrees with the prose, and known words are tagged better than unknown ones
+    row = re.search(r"universal bigram HMM ([\d.]+) ([\d.]+) ([\d.]+)", text)
+    assert row, "the results table is missing"
+    everything, known, unknown = map(float, row.groups())
+    assert everything == pytest.approx(hmm_u / 100, abs=1e-4) and known > everything > unknown
+    # underflow: the longest test sentence, and a product that reaches 0 before its end
+    _, _, test = brown_split(tagged=True, tagset="universal")
+    longest = max(map(len, test))
+    under = re.search(r"below the smallest float at word (\d+) of (\d+)", text)
+    assert under and int(under.group(2)) == longest and int(under.group(1)) < longest
+    # Baum-Welch raises the log likelihood
+    em = re.search(r"rises from (-[\d.]+) to (-[\d.]+)", text)
+    assert em and float(em.group(1)) < float(em.group(2))
+    # the published comparison and the figures (trellis, EM curve, confusion matrix)
+    assert "Brants, 2000" in text and "96.7%" in text
+    page = (HTML / "book" / "hmm.html").read_text()
+    images = re.findall(r'<img [^>]*src="([^"]+\.png)"', page)
+    assert len(images) >= 3, "the chapter's figures are missing"
+    for src in images:
+        assert (HTML / "book" / src).resolve().is_file(), f"missing figure {src}"

@@ -457,6 +457,41 @@ def test_tagger_tags():
     assert set(hmm.tag(["blicket"] * 5)) <= set(hmm.tags_)  # only training tags come out
 
 
+def test_sentence_tables_are_what_the_tagger_decodes():
+    hmm = HMM().fit(TINY)
+    words = ["The", "wug", "sleeps"]  # lower-cased, unknown, known
+    log_start, log_trans, log_emit = hmm.sentence_tables(words)
+    V = len(hmm.vocab_)
+    np.testing.assert_array_equal(log_emit[0], hmm.log_emit_[hmm.vocab_["the"]])
+    np.testing.assert_array_equal(log_emit[1], hmm.log_emit_[V + WORD_CLASSES.index("lower-")])
+    np.testing.assert_array_equal(log_emit[2], hmm.log_emit_[hmm.vocab_["sleeps"]] + hmm.log_end_)
+
+    def joint(tags):  # brute force: the joint log probability, end transition included
+        rows = [hmm.vocab_["the"], V + WORD_CLASSES.index("lower-"), hmm.vocab_["sleeps"]]
+        score = hmm.log_start_[tags[0]] + hmm.log_emit_[rows[0], tags[0]]
+        for t in (1, 2):
+            score += hmm.log_trans_[tags[t - 1], tags[t]] + hmm.log_emit_[rows[t], tags[t]]
+        return score + hmm.log_end_[tags[2]]
+
+    best = max(itertools.product(range(len(hmm.tags_)), repeat=3), key=joint)
+    path, logprob = viterbi(log_start, log_trans, log_emit)
+    assert list(path) == list(best)
+    assert logprob == pytest.approx(joint(best))
+    assert [hmm.tags_[j] for j in path] == hmm.tag(words)
+    with pytest.raises(ValueError, match="empty"):
+        hmm.sentence_tables([])
+
+
+def test_accuracy_of_tags_given_equals_tagging_again():
+    hmm = HMM().fit(TINY)
+    gold = [[("the", "DET"), ("wug", "NOUN")], [("a", "DET"), ("cat", "VERB")]]
+    predicted = hmm.tag_sents([[w for w, _ in s] for s in gold])
+    assert tagging_accuracy(hmm, gold, predicted) == tagging_accuracy(hmm, gold)
+    assert tagging_accuracy(hmm, gold)["all"] == 0.75
+    with pytest.raises(ValueError, match="predicted has 1 sentences"):
+        tagging_accuracy(hmm, gold, predicted[:1])
+
+
 def test_tagger_without_rare_words():
     corpus = [[("a", "DET"), ("b", "NOUN")]] * 2  # every word seen twice: no rare words
     hmm = HMM().fit(corpus)
