@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (6.4, 4.0)) -> Axes:
@@ -211,7 +212,7 @@ def gradient_norms(norms: dict[str, Sequence[float]], ax: Axes | None = None) ->
     ``nlpcourse.rnn.hidden_state_jacobian_norms``); one line per model. A norm that falls like a
     straight line on this plot shrinks geometrically with the distance: a vanishing gradient.
     """
-    ax = _axes(ax)
+    ax = _axes(ax, (8.0, 4.0))
     for name, values in norms.items():
         values = np.asarray(values, dtype=float)  # (T+1,): index k
         distance = len(values) - 1 - np.arange(len(values))  # T - k
@@ -221,7 +222,7 @@ def gradient_norms(norms: dict[str, Sequence[float]], ax: Axes | None = None) ->
     ax.set_xlabel("distance back in time  T − k  (steps)")
     ax.set_ylabel("‖∂h_T / ∂h_k‖  (spectral norm, log scale)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return ax
 
 
@@ -244,6 +245,10 @@ def learning_curves(
     for k, (label, value) in enumerate((references or {}).items()):
         ax.axhline(value, color=f"C{k + len(histories)}", ls="--", lw=1.2, label=label)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(  # label 2, 3 and 5 times each power of ten
+        FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "235" else "")
+    )
     ax.set_xlabel(
         {"step": "training step (parameter updates)", "words": "training words"}.get(x, x)
     )

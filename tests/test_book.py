@@ -140,3 +140,65 @@ def test_hmm_chapter_shows_measured_results(build):
     assert len(images) >= 3, "the chapter's figures are missing"
     for src in images:
         assert (HTML / "book" / src).resolve().is_file(), f"missing figure {src}"
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_rnn_chapter_shows_measured_results(build):
+    text = " ".join(page_text("book/rnn").split())
+    number = r"([-+\d.e]+)"
+    # the BPTT gradient check against finite differences
+    check = re.search(
+        r"(\d+) gradient entries checked; largest relative difference " + number, text
+    )
+    assert check and int(check.group(1)) > 0 and float(check.group(2)) < 1e-5
+    # the derivative bounds: max tanh' = 1 and max sigmoid' = 1/4
+    assert re.search(r"max tanh'\(a\) = 1\.000000", text)
+    assert re.search(r"max sigmoid'\(a\) = 0\.250000", text)
+    # gradient norms at T - k = 1, 10, 25, 50, 100: the RNN vanishes, the scaled RNN explodes,
+    # and the LSTM keeps more of the gradient at the largest distance than the tanh RNN
+    rows = {}
+    for name in ["tanh RNN", "tanh RNN, ρ(W_hh) = 3", "LSTM", "LSTM, forget bias 3"]:
+        row = re.search(re.escape(name) + r" " + r" ".join([number] * 5), text)
+        assert row, f"the gradient-norm row {name!r} is missing"
+        rows[name] = [float(v) for v in row.groups()]
+    assert rows["tanh RNN"][-1] < 1e-6 < 1e3 < rows["tanh RNN, ρ(W_hh) = 3"][-1]
+    assert rows["LSTM"][-1] > rows["tanh RNN"][-1]
+    assert rows["LSTM, forget bias 3"][-1] > rows["LSTM"][-1]
+    # the forget-gate argument: the direct-path Jacobian is diag(f_{k+1} ... f_T)
+    gates = re.search(r"f_5 \* \.\.\. \* f_12 \(one per unit\): \[([^\]]+)\]", text)
+    diagonal = re.search(r"diagonal of dc_12/dc_4, direct path: \[([^\]]+)\]", text)
+    assert gates and diagonal and gates.group(1).split() == diagonal.group(1).split()
+    agree = re.search(r"largest difference " + number + r": the two agree", text)
+    assert agree and float(agree.group(1)) < 1e-12
+    # torch.nn.GRU is torch's form of the reset gate, not the textbook's
+    gru = re.search(r"max \|ours − torch\.nn\.GRU\| torch " + number + " textbook " + number, text)
+    assert gru and float(gru.group(1)) < 1e-12 < 1e-3 < float(gru.group(2))
+    # test perplexities: three recurrent models and Kneser-Ney, finite, better than uniform
+    table = {}
+    for name in ["tanh RNN", "GRU", "LSTM", r"Kneser-Ney trigram \(d=[\d.]+\)"]:
+        row = re.search(name + r" ([\d.]+) ([\d,]+) ", text)
+        assert row, f"the test perplexity of {name} is missing"
+        table[name] = float(row.group(1))
+    vocab = re.search(r"\|V\| = ([\d,]+);", text)
+    assert vocab
+    for name, ppl in table.items():
+        assert 1 < ppl < int(vocab.group(1).replace(",", "")), (name, ppl)
+    # the prose quotes the numbers the table shows (glued from the executed cell)
+    quoted = re.search(
+        r"On the test sample the tanh RNN scores ([\d.]+) , the GRU ([\d.]+) "
+        r"and the LSTM ([\d.]+)",
+        text,
+    )
+    assert quoted and [float(v) for v in quoted.groups()] == [
+        table["tanh RNN"],
+        table["GRU"],
+        table["LSTM"],
+    ]
+    assert "323" in text and "252" in text  # Bengio et al. (2003), Table 1
+    # the figures: gradient norms, the LSTM cell, the learning curves
+    page = (HTML / "book" / "rnn.html").read_text()
+    images = re.findall(r'<img [^>]*src="([^"]+\.png)"', page)
+    assert len(images) >= 3, "the chapter's figures are missing"
+    for src in images:
+        assert (HTML / "book" / src).resolve().is_file(), f"missing figure {src}"
