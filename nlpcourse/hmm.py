@@ -49,8 +49,9 @@ Deliberate departures from the book's presentation:
   Viterbi; only :class:`HMM` adds ``P(</s> | q_T)``, by adding it to the last emission column.
 * :func:`viterbi_loop` is the book's triple loop, kept as the lesson; :func:`viterbi` is the same
   recursion vectorised over tags, and :func:`viterbi_batch` vectorised over sentences as well,
-  which is what makes :meth:`HMM.tag_sents` fast. The tests check the three against each other
-  and against brute-force enumeration.
+  which is what makes :meth:`HMM.tag_sents` fast with few tags; with many tags it uses
+  :func:`viterbi_pruned`, which skips the tags a word cannot have. The tests check the four
+  against each other and against brute-force enumeration.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def _check_tables(
             raise ValueError(
                 f"{name} contains NaN at index {tuple(np.argwhere(np.isnan(table))[0])}"
             )
-        if np.isposinf(table).any():
+        if (table == np.inf).any():
             raise ValueError(f"{name} contains +inf: log probabilities must be finite or -inf")
     return log_start, log_trans, log_emit
 
@@ -237,6 +238,48 @@ def viterbi_batch(
     for t in range(T - 1, 0, -1):
         paths[t - 1] = backptr[t, rows, paths[t]]
     return paths.T, delta[rows, paths[T - 1]]  # (B, T), (B,)
+
+
+@reference
+def viterbi_pruned(
+    log_start: ArrayLike, log_trans: ArrayLike, log_emit: ArrayLike
+) -> tuple[np.ndarray, float]:
+    """:func:`viterbi` restricted to the tags each word can have: the same answer, faster when
+    most words allow few of many tags.
+
+    A tag ``j`` with ``log b_j(o_t) = -inf`` cannot be on any tag sequence of positive
+    probability, so eq. (hmm-viterbi) need only run over ``S_t``, the tags with a finite emission
+    at position ``t``:
+
+        delta_t(j) = max_{i in S_{t-1}} [delta_{t-1}(i) + log a_ij] + log b_j(o_t),  j in S_t
+
+    which costs ``|S_{t-1}| |S_t|`` per word instead of ``N^2``. An HMM tagger gives a known word
+    probability 0 under every tag it was never seen with, so with the 420 Brown tags a known word
+    has one to a few candidates (a *tag dictionary*) and only unknown words have all of them.
+    Returns what :func:`viterbi` returns (the same path, ties included, whenever the log
+    probability is finite; when it is ``-inf`` the answer is :func:`viterbi`'s).
+    """
+    log_start, log_trans, log_emit = _check_tables(log_start, log_trans, log_emit)
+    T = log_emit.shape[0]
+    positions, tags = np.nonzero(np.isfinite(log_emit))  # row-major: sorted by (t, j)
+    S = np.split(tags, np.bincount(positions, minlength=T).cumsum()[:-1])  # S_t, sorted tag ids
+    if any(len(S_t) == 0 for S_t in S):
+        return viterbi(log_start, log_trans, log_emit)  # some word is impossible: P = 0
+    delta = log_start[S[0]] + log_emit[0, S[0]]  # (|S_0|,)
+    backptr = [np.zeros(len(S[0]), dtype=np.intp)]  # backptr[t][k]: an index into S[t-1]
+    for t in range(1, T):
+        scores = delta[:, None] + log_trans[S[t - 1][:, None], S[t]]  # (|S_{t-1}|, |S_t|)
+        backptr.append(scores.argmax(axis=0))  # (|S_t|,)
+        delta = scores[backptr[t], np.arange(len(S[t]))] + log_emit[t, S[t]]  # (|S_t|,)
+    k = int(np.argmax(delta))
+    logprob = float(delta[k])
+    if logprob == -np.inf:
+        return viterbi(log_start, log_trans, log_emit)
+    path = np.zeros(T, dtype=np.intp)  # (T,)
+    for t in range(T - 1, -1, -1):
+        path[t] = S[t][k]
+        k = backptr[t][k]
+    return path, logprob
 
 
 # ------------------------------------------------------------------------- forward and backward
@@ -686,6 +729,9 @@ class HMM:
                 rows[k] = lower_row
         return np.array(rows, dtype=np.intp)
 
+    #: :meth:`tag_sents` decodes with :func:`viterbi_pruned` when there are more tags than this
+    PRUNE_ABOVE_TAGS = 50
+
     def tag_sents(
         self, sentences: Sequence[Sequence[str]], batch_size: int = 256
     ) -> list[list[str]]:
@@ -696,17 +742,28 @@ class HMM:
         memory); each batch is one call of :func:`viterbi_batch` on the ``(B, T, N)`` table of
         its words' rows, with ``log P(</s> | tag)`` added to each sentence's last column. An empty
         sentence gets ``[]``.
+
+        With more than ``PRUNE_ABOVE_TAGS`` tags (the 420 Brown tags, say) the ``N^2`` work per
+        word dominates; then each sentence is decoded on its own by :func:`viterbi_pruned`, which
+        visits only the tags a word was seen with: the same tags, several times faster.
         """
         if not hasattr(self, "log_emit_"):
             raise ValueError("this HMM is not fitted yet: call fit(tagged_sentences) first")
         N = len(self.tags_)
-        batch_size = max(1, min(batch_size, 2**21 // (N * N)))
         lengths = np.array([len(s) for s in sentences], dtype=np.intp)  # (S,)
         firsts = np.cumsum(lengths) - lengths  # (S,) position of each first word in `rows`
         rows = self._emission_rows(list(itertools.chain.from_iterable(sentences)))  # (n,)
         predicted = np.zeros(len(rows), dtype=np.intp)  # (n,) the tag id of every word
         order = np.argsort(lengths, kind="stable")
         order = order[lengths[order] > 0]
+        if N > self.PRUNE_ABOVE_TAGS:
+            for s in order:  # one sentence at a time, visiting only the tags each word allows
+                span = slice(firsts[s], firsts[s] + lengths[s])
+                log_emit = self.log_emit_[rows[span]]  # (T, N)
+                log_emit[-1] += self.log_end_  # P(</s> | tag)
+                predicted[span], _ = viterbi_pruned(self.log_start_, self.log_trans_, log_emit)
+            order = order[:0]  # all done: no batches below
+        batch_size = max(1, min(batch_size, 2**21 // (N * N)))
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]  # (B,)
             T = lengths[batch].max()

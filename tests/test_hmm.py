@@ -35,6 +35,7 @@ from nlpcourse.hmm import (
     viterbi,
     viterbi_batch,
     viterbi_loop,
+    viterbi_pruned,
     word_class,
 )
 
@@ -191,6 +192,49 @@ def test_loop_viterbi_equals_vectorised(seed):
     path, logprob = viterbi(*tables)
     assert loop_path == path.tolist()
     assert loop_logprob == logprob  # the same additions in the same order: bit for bit
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_pruned_viterbi_equals_full_viterbi_and_brute_force(seed):
+    """Many zero emissions, as a tag dictionary makes them; some sentences impossible."""
+    rng = np.random.default_rng(seed)
+    N, T = int(rng.integers(1, 5)), int(rng.integers(1, 6))
+    tables = random_hmm(rng, N, T, p_zero=0.5 if seed % 3 else 0.0)
+    path, logprob = viterbi_pruned(*tables)
+    full_path, full_logprob = viterbi(*tables)
+    assert logprob == full_logprob
+    assert path.tolist() == full_path.tolist()
+    best, _, _ = brute_force(*tables)
+    assert logprob == pytest.approx(best, abs=1e-12) if best > NEG_INF else logprob == NEG_INF
+
+
+def test_pruned_viterbi_on_long_sparse_sentences():
+    rng = np.random.default_rng(7)
+    for _ in range(10):
+        log_start, log_trans, log_emit = random_hmm(rng, 40, 60, p_zero=0.0)
+        log_emit[rng.random(log_emit.shape) < 0.9] = NEG_INF  # about 4 candidate tags a word
+        log_emit[np.arange(60), rng.integers(0, 40, 60)] = -1.0  # at least one per word
+        path, logprob = viterbi_pruned(log_start, log_trans, log_emit)
+        full_path, full_logprob = viterbi(log_start, log_trans, log_emit)
+        assert path.tolist() == full_path.tolist()
+        assert logprob == pytest.approx(full_logprob, abs=1e-9)
+
+
+def test_tagger_decodes_the_same_with_pruning():
+    rng = np.random.default_rng(3)
+    words, tags = [f"w{k}" for k in range(30)], [f"T{k}" for k in range(8)]
+    corpus = [
+        [
+            (words[i], tags[i % 8 if rng.random() < 0.8 else (i + 1) % 8])
+            for i in rng.integers(0, 30, 9)
+        ]
+        for _ in range(200)
+    ]
+    hmm = HMM().fit(corpus)
+    test = [[str(rng.choice(words + ["new", "Unseen"])) for _ in range(n)] for n in (1, 5, 17, 0)]
+    batched = hmm.tag_sents(test)
+    hmm.PRUNE_ABOVE_TAGS = 2  # force viterbi_pruned for this instance
+    assert hmm.tag_sents(test) == batched
 
 
 @pytest.mark.parametrize("seed", range(5))
