@@ -433,6 +433,26 @@ def test_perplexity_by_hand(batch_size):
     )
 
 
+def test_perplexity_is_the_ngram_chapters():
+    """An RNN LM that predicts every word with the probabilities of a unigram add-1 model of
+    chapter 1 has that model's perplexity: same vocabulary, same </s> counted, same N."""
+    ngram = pytest.importorskip("nlpcourse.ngram")
+    train = [["a", "b", "a"], ["c"], ["a", "b"]]
+    test = [["b", "a", "zzz"], [], ["c", "c"]]  # an unknown word and an empty sentence
+    unigram = ngram.NGramLM(order=1, smoothing="add-k", k=1.0).fit(train, min_count=1)
+    vocab = rnn.build_vocab(train, min_count=1)
+    assert set(vocab) == set(unigram.vocab)
+    # by hand: counts a 3, b 2, c 1, </s> 3, <unk> 0 (N = 9), |V| = 5: P(w) = (c(w) + 1) / 14
+    p = {"a": 4 / 14, "b": 3 / 14, "c": 2 / 14, "</s>": 4 / 14, "<unk>": 1 / 14}
+    predicted = ["b", "a", "<unk>", "</s>", "</s>", "c", "c", "</s>"]
+    by_hand = math.prod(p[w] for w in predicted) ** (-1 / len(predicted))
+    assert unigram.perplexity(test) == pytest.approx(by_hand, rel=1e-12)
+    model = context_free_lm([unigram.prob(w) for w in vocab])
+    assert rnn.evaluate_perplexity(model, rnn.encode(test, vocab)) == pytest.approx(
+        by_hand, rel=1e-6
+    )
+
+
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_perplexity_matches_torch_lstm_over_the_stream(batch_size):
     torch.manual_seed(0)
