@@ -6,9 +6,9 @@ training) both taggers are trained on the same data, the training split of
 smoothing for its start, transition and emission distributions, which keeps it from giving unknown
 words probability 0. nltk is timed on the first 200 test sentences only (it is slow), after one
 untimed call that builds its emission cache; ours on the same sentences and on the whole test
-split. Each timing is the fastest of 3 runs with universal tags, of 2 with Brown tags. Prints tokens per second, the ratios, the accuracy of both on the same sentences, and the
-accuracy of ours and of the most-frequent-tag baseline on the whole test split, for known and
-unknown words.
+split. Each timing is the fastest of 3 runs with universal tags, of 2 with Brown tags. Prints
+tokens per second, the ratios, the accuracy of both on the same sentences, and the accuracy of
+ours and of the most-frequent-tag baseline on the whole test split, for known and unknown words.
 
 Takes about 3 minutes on 2 CPU cores. Run:  .venv/bin/python benchmarks/hmm.py
 """
