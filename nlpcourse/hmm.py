@@ -762,18 +762,18 @@ class HMM:
                 log_emit = self.log_emit_[rows[span]]  # (T, N)
                 log_emit[-1] += self.log_end_  # P(</s> | tag)
                 predicted[span], _ = viterbi_pruned(self.log_start_, self.log_trans_, log_emit)
-            order = order[:0]  # all done: no batches below
-        batch_size = max(1, min(batch_size, 2**21 // (N * N)))
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]  # (B,)
-            T = lengths[batch].max()
-            last = firsts[batch] + lengths[batch] - 1  # (B,)
-            positions = np.minimum(firsts[batch, None] + np.arange(T), last[:, None])  # (B, T)
-            log_emit = self.log_emit_[rows[positions]]  # (B, T, N); padding repeats the last word
-            log_emit[np.arange(len(batch)), lengths[batch] - 1] += self.log_end_  # P(</s> | tag)
-            paths, _ = viterbi_batch(self.log_start_, self.log_trans_, log_emit, lengths[batch])
-            in_sentence = np.arange(T) < lengths[batch, None]  # (B, T), False on padding
-            predicted[positions[in_sentence]] = paths[in_sentence]
+        else:
+            batch_size = max(1, min(batch_size, 2**21 // (N * N)))
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]  # (B,)
+                T = lengths[batch].max()
+                last = firsts[batch] + lengths[batch] - 1  # (B,)
+                positions = np.minimum(firsts[batch, None] + np.arange(T), last[:, None])  # (B, T)
+                log_emit = self.log_emit_[rows[positions]]  # (B, T, N); padding: the last word
+                log_emit[np.arange(len(batch)), lengths[batch] - 1] += self.log_end_  # P(</s>|tag)
+                paths, _ = viterbi_batch(self.log_start_, self.log_trans_, log_emit, lengths[batch])
+                in_sentence = np.arange(T) < lengths[batch, None]  # (B, T), False on padding
+                predicted[positions[in_sentence]] = paths[in_sentence]
         tags = np.array(self.tags_, dtype=object)[predicted].tolist()  # (n,)
         spans = zip(firsts.tolist(), lengths.tolist(), strict=True)
         return [tags[first : first + length] for first, length in spans]
