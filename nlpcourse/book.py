@@ -1,0 +1,30 @@
+"""Helpers the chapters share when they execute in the book build.
+
+Every number on a page comes from an executed cell. A chapter measures a value, then
+``keep("name", value)`` glues it under ``name`` so the prose can show it with
+``{glue:text}`name:.1f```; nothing is typed by hand. This module holds the one copy of that helper
+(each chapter used to define its own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def plain(value: Any) -> Any:
+    """``value`` as a plain Python object: numpy and torch scalars become ``int``/``float``."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    return value
+
+
+def keep(name: str, value: Any) -> Any:
+    """Glue ``value`` into the page under ``name`` (not displayed where the cell runs).
+
+    Returns the plain value, so a cell can keep a number and go on computing with it.
+    """
+    from myst_nb import glue  # imported here: the package does not need myst-nb outside the book
+
+    value = plain(value)
+    glue(name, value, display=False)
+    return value
