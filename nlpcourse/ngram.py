@@ -350,11 +350,14 @@ class NGramLM:
             columns.append(np.where(seen, p, columns[-1]) if m > 1 else p)
         return np.stack(columns, axis=1)
 
-    def _discounted(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Interpolated absolute discounting / Kneser-Ney, eq. (ngram-kn), lowest order first."""
+    def _discounted(self, ctx: np.ndarray, w: np.ndarray, top: int | None = None) -> np.ndarray:
+        """Interpolated absolute discounting / Kneser-Ney, eq. (ngram-kn), lowest order first.
+
+        ``top`` stops the recursion at that order (the lower-order distributions that an ARPA
+        file lists, :mod:`nlpcourse.arpa`); by default it runs to the model's order."""
         d, n = self.discount, self.order
         p = np.full(len(w), 1 / len(self.vocab))  # the uniform base
-        for m in range(1, n + 1):
+        for m in range(1, (top or n) + 1):
             if m < n and self.smoothing == "kneser-ney":
                 table, contexts = self.continuation_[m], self.continuation_contexts_[m]
             else:
