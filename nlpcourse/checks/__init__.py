@@ -33,6 +33,7 @@ from nlpcourse.checks.core import (
     show,
     to_plain,
     use_caller,
+    with_args,
 )
 
 __all__ = [
@@ -59,4 +60,5 @@ __all__ = [
     "show",
     "to_plain",
     "use_caller",
+    "with_args",
 ]

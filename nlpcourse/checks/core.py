@@ -17,7 +17,8 @@ time.
 **Expected answers.** ``reference(*args)`` gives the right answer of a case: a function of the
 package (marked :func:`nlpcourse.guard.reference`), an oracle of :mod:`nlpcourse.testing` (brute
 force), or, where a part has no algorithm, an :func:`answer_table`. It may return the answer itself
-or an :class:`Expected` (the answer with the arguments, for a compare function that needs them).
+or an :class:`Expected` (the answer with the arguments, for a compare function that needs them;
+:func:`with_args` makes such a reference of any function).
 :func:`run_check` computes it *after* the student's function has returned, from a copy of the
 arguments made before the call (pickled bytes, which nothing can change), and drops it before the
 next case: while the student's code runs, the expected answer does not exist yet, so it cannot be
@@ -151,6 +152,15 @@ class Mistake:
 
     what: str
     answer: Any
+
+
+def with_args(reference: Callable[..., Any]) -> Callable[..., Expected]:
+    """A ``reference`` whose answer comes as :class:`Expected`, with the case's arguments."""
+
+    def expected(*args: Any) -> Expected:
+        return Expected(reference(*args), args)
+
+    return expected
 
 
 def answer_table(table: Mapping[tuple, Any], what: str = "answer") -> Callable[..., Any]:

@@ -1,16 +1,36 @@
-"""Checks for exercise 01-ngrams (chapter 1). Each compares a student's function with the
-reference of the same name in :mod:`nlpcourse.ngram`; see :mod:`nlpcourse.checks`."""
+"""Checks for exercise 01-ngrams (chapter 1): cases, answers and usual mistakes.
+
+Each check compares a student's function with the reference of the same name in
+:mod:`nlpcourse.ngram` through :func:`nlpcourse.checks.core.run_check`, which documents the
+machinery. The usual mistakes are computed here by code written to make them (padding with ``n``
+start symbols, tokens where types belong, a product of probabilities that underflows, a
+Kneser-Ney without its discount, ...), so that a wrong answer is named by what it shows, whatever
+case it fails on. A wrong Kneser-Ney answer is shown with the parts of the right one.
+"""
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from nlpcourse import ngram
-from nlpcourse.checks import Case, compare_counts, run_check
+from nlpcourse.checks.core import (
+    Case,
+    Expected,
+    Mistake,
+    compare_counts,
+    compare_numbers,
+    n_random,
+    py_rng,
+    run_check,
+    with_args,
+)
+from nlpcourse.examples import i_am_nlp
 
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
-WORKED = [s.split() for s in ["I am NLP", "NLP I am", "I do not like Exams and Marks"]]
+WORKED = i_am_nlp()
 
 PAD_HINT = "pad each sentence with n-1 '<s>' at the start and one '</s>' at the end, then count"
 
@@ -18,14 +38,6 @@ PAD_HINT = "pad each sentence with n-1 '<s>' at the start and one '</s>' at the 
 def random_corpus(rng: random.Random, n_sentences: int, max_len: int) -> list[list[str]]:
     vocab = WORDS[: rng.randint(3, len(WORDS))]
     return [[rng.choice(vocab) for _ in range(rng.randint(0, max_len))] for _ in range(n_sentences)]
-
-
-def _rng(hidden: bool) -> random.Random:
-    return random.Random(2 if hidden else 1)
-
-
-def _n_random(hidden: bool) -> int:
-    return 25 if hidden else 3
 
 
 def _types(corpus: list[list[str]]) -> list[str]:
@@ -37,7 +49,58 @@ def _vocab_size(corpus: list[list[str]]) -> int:
     return len(_types(corpus)) + 2
 
 
-# ------------------------------------------------------------------------------------ part 1
+# ------------------------------------------------------------------------------ part 1
+
+
+def _count(sentences: list, n: int, starts: int, end: bool = True, skip_empty: bool = False):
+    """n-gram counts with ``starts`` start symbols and (if ``end``) an end symbol: the right
+    counts for ``starts = n - 1``, a usual mistake otherwise."""
+    counts: dict = {}
+    for sentence in sentences:
+        if skip_empty and not sentence:
+            continue
+        padded = [BOS] * starts + list(sentence) + ([EOS] if end else [])
+        for i in range(len(padded) - n + 1):
+            key = tuple(padded[i : i + n])
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _count_stream(sentences: list, n: int) -> dict:
+    """The sentences joined into one stream, padded once (a mistake)."""
+    return _count([[w for s in sentences for w in s]], n, n - 1)
+
+
+def _count_mistakes(sentences: list, n: int) -> list[Mistake]:
+    return [
+        Mistake(
+            "the end symbol '</s>' is left out: it is a word the model predicts, so pad one "
+            "'</s>' at the end of every sentence and count the n-grams that end in it",
+            _count(sentences, n, n - 1, end=False),
+        ),
+        Mistake(
+            f"you padded with n = {n} '<s>' at the start: an n-gram model needs n-1 of them (one "
+            "for bigrams, two for trigrams, none for unigrams)",
+            _count(sentences, n, n),
+        ),
+        Mistake(
+            "you padded with one '<s>' whatever n is: an n-gram model needs n-1 of them",
+            _count(sentences, n, 1),
+        ),
+        Mistake(
+            "no '<s>' at the start: the first word's n-gram needs n-1 start symbols as context",
+            _count(sentences, n, 0),
+        ),
+        Mistake(
+            "an empty sentence still gives one n-gram, ('<s>', ..., '</s>'): do not skip it",
+            _count(sentences, n, n - 1, skip_empty=True),
+        ),
+        Mistake(
+            "you joined the sentences into one stream: pad and count each sentence on its own, "
+            "so that no n-gram crosses a sentence boundary",
+            _count_stream(sentences, n),
+        ),
+    ]
 
 
 def check_count_ngrams(count_ngrams: Callable, hidden: bool = False) -> None:
@@ -50,15 +113,56 @@ def check_count_ngrams(count_ngrams: Callable, hidden: bool = False) -> None:
         Case(([["a", "b", "a"], ["b", "a"]], 3), names, PAD_HINT + " (two '<s>' for trigrams)"),
         Case((WORKED, 2), names, "the chapter's worked example", label="worked example"),
     ]
-    rng = _rng(hidden)
-    for i in range(_n_random(hidden)):
+    rng = py_rng(hidden)
+    for i in range(n_random(hidden)):
         n = rng.randint(1, 4)
         corpus = random_corpus(rng, rng.randint(1, 3 + 2 * i), 4 + i // 3)
         cases.append(Case((corpus, n), names, PAD_HINT, label="random"))
-    run_check("count_ngrams", count_ngrams, ngram.count_ngrams, cases, compare_counts)
+    run_check(
+        "count_ngrams",
+        count_ngrams,
+        ngram.count_ngrams,
+        cases,
+        compare_counts,
+        mistakes=_count_mistakes,
+    )
 
 
-# ------------------------------------------------------------------------------------ part 2
+# ------------------------------------------------------------------------------ part 2
+
+
+def _c_context(counts: dict, context: tuple) -> int:
+    return sum(c for key, c in counts.items() if key[:-1] == tuple(context))
+
+
+def _divide(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def _mle_mistakes(counts: dict, context: tuple, word: str) -> list[Mistake]:
+    context = tuple(context)
+    c_ngram = counts.get(context + (word,), 0)
+    n_types = sum(1 for key, c in counts.items() if key[:-1] == context and c > 0)
+    return [
+        Mistake(
+            "you divided by the number of different words that follow the context (types): "
+            "c(context) counts tokens, the number of n-grams that start with the context",
+            _divide(c_ngram, n_types),
+        ),
+        Mistake(
+            "you divided by the number of all n-grams: divide by c(context), the n-grams that "
+            "start with the context",
+            _divide(c_ngram, sum(counts.values())),
+        ),
+        Mistake(
+            "you returned the count c(context, word): divide it by c(context)",
+            float(c_ngram),
+        ),
+        Mistake(
+            "you swapped context and word: P(word | context) = c(context, word) / c(context)",
+            _divide(c_ngram, _c_context(counts, (word,))) if len(context) == 1 else None,
+        ),
+    ]
 
 
 def check_mle_prob(mle_prob: Callable, hidden: bool = False) -> None:
@@ -77,17 +181,37 @@ def check_mle_prob(mle_prob: Callable, hidden: bool = False) -> None:
         Case((bigrams, ("I",), "Marks"), names, "an n-gram never seen has count 0"),
         Case((bigrams, ("zebra",), "I"), names, "an unseen context has no estimate: return 0.0"),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = py_rng(hidden)
+    for _ in range(n_random(hidden)):
         corpus = random_corpus(rng, 6, 5)
         counts = ngram.count_ngrams(corpus, rng.randint(1, 3))
         context = rng.choice(list(counts))[:-1]
         word = rng.choice(_types(corpus) + ["</s>"])
         cases.append(Case((counts, context, word), names, label="random"))
-    run_check("mle_prob", mle_prob, ngram.mle_prob, cases)
+    run_check("mle_prob", mle_prob, ngram.mle_prob, cases, mistakes=_mle_mistakes)
 
 
-# ------------------------------------------------------------------------------------ part 3
+# ------------------------------------------------------------------------------ part 3
+
+
+def _addk(counts: dict, context: tuple, word: str, V: float, k: float, k_below: float) -> float:
+    c_context = _c_context(counts, context)
+    return (counts.get(tuple(context) + (word,), 0) + k) / (c_context + k_below)
+
+
+def _addk_mistakes(counts: dict, context: tuple, word: str, V: int, k: float) -> list[Mistake]:
+    return [
+        Mistake("you used 1 in place of k: add k, not 1", _addk(counts, context, word, V, 1, V)),
+        Mistake(
+            "the denominator needs k |V|, not k: every one of the |V| words got k added",
+            _addk(counts, context, word, V, k, k),
+        ),
+        Mistake("the denominator needs k |V|, not |V|", _addk(counts, context, word, V, k, V)),
+        Mistake(
+            "k is added in the numerator only: add k |V| to the denominator too",
+            _addk(counts, context, word, V, k, 0),
+        ),
+    ]
 
 
 def check_addk_prob(addk_prob: Callable, hidden: bool = False) -> None:
@@ -101,18 +225,18 @@ def check_addk_prob(addk_prob: Callable, hidden: bool = False) -> None:
         Case((bigrams, ("I",), "am", V, 0.5), names, "use k, not 1, in both places"),
         Case((bigrams, ("zebra",), "am", V, 0.1), names, "unseen context: c(context) = 0"),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = py_rng(hidden)
+    for _ in range(n_random(hidden)):
         corpus = random_corpus(rng, 6, 5)
         counts = ngram.count_ngrams(corpus, rng.randint(1, 3))
         context = rng.choice(list(counts))[:-1]
         k = rng.choice([1.0, 0.5, 0.01, 2.0])
         word = rng.choice(_types(corpus) + ["</s>"])
         cases.append(Case((counts, context, word, _vocab_size(corpus), k), names, label="random"))
-    run_check("addk_prob", addk_prob, ngram.addk_prob, cases)
+    run_check("addk_prob", addk_prob, ngram.addk_prob, cases, mistakes=_addk_mistakes)
 
 
-# ------------------------------------------------------------------------------------ part 4
+# ------------------------------------------------------------------------------ part 4
 
 
 class TableModel:
@@ -140,6 +264,59 @@ def _random_bigram_model(rng: random.Random, vocab: list[str]) -> TableModel:
     return TableModel(table, f"a random bigram model over {vocab + ['</s>']}")
 
 
+def _events(sentences: Iterable, n: int, end: bool = True, starts: int | None = None):
+    """(context, word) of every prediction: the right ones, or a mistake's."""
+    starts = n - 1 if starts is None else starts
+    for sentence in sentences:
+        padded = [BOS] * starts + list(sentence) + ([EOS] if end else [])
+        for i in range(starts, len(padded)):
+            yield tuple(padded[max(0, i - n + 1) : i]), padded[i]
+
+
+def _perplexity(prob, sentences, n, end=True, extra_per_sentence=0, base=math.e, product=False):
+    """Perplexity the right way or with one mistake (see :func:`_perplexity_mistakes`)."""
+    events = list(_events(sentences, n, end))
+    N = len(events) + extra_per_sentence * len(sentences)
+    probabilities = [prob(context, word) for context, word in events]
+    if product:
+        p = 1.0
+        for q in probabilities:
+            p *= q
+        return math.inf if p == 0 else p ** (-1 / N)
+    if any(q == 0 for q in probabilities):
+        return math.inf
+    return math.exp(-sum(math.log(q, base) for q in probabilities) / N)
+
+
+def _perplexity_mistakes(prob, sentences, n) -> list[Mistake]:
+    return [
+        Mistake(
+            "you multiplied the probabilities: on a long text their product underflows to 0 "
+            "(below about 1e-308), so the perplexity comes out infinite; add log probabilities "
+            "instead, eq. (ngram-ppl)",
+            _perplexity(prob, sentences, n, product=True),
+        ),
+        Mistake(
+            "N leaves out '</s>': N counts every predicted word, one '</s>' per sentence included",
+            _perplexity(prob, sentences, n, extra_per_sentence=-1),
+        ),
+        Mistake(
+            "N counts '<s>' too: '<s>' is never predicted, so it is not in N",
+            _perplexity(prob, sentences, n, extra_per_sentence=1),
+        ),
+        Mistake(
+            "the '</s>' predictions are left out: the model predicts '</s>' at the end of every "
+            "sentence; score it and count it in N",
+            _perplexity(prob, sentences, n, end=False),
+        ),
+        Mistake(
+            "you mixed logarithm bases: with exp, take natural logs (math.log); with log2, "
+            "take 2 ** (...)",
+            _perplexity(prob, sentences, n, base=2),
+        ),
+    ]
+
+
 def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
     """``perplexity(prob, sentences, n)``: exp of the average negative log probability."""
     names = ("prob", "sentences", "n")
@@ -163,15 +340,63 @@ def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
             "a probability of 0 makes the perplexity infinite: return math.inf (log(0) fails)",
         ),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = py_rng(hidden)
+    for _ in range(n_random(hidden)):
         model = _random_bigram_model(rng, vocab)
         sentences = [[rng.choice(vocab) for _ in range(rng.randint(0, 6))] for _ in range(4)]
         cases.append(Case((model, sentences, 2), names, n_hint, label="random"))
-    run_check("perplexity", perplexity, ngram.perplexity, cases)
+    cases.append(_long_text_case(hidden, vocab, names))
+    run_check("perplexity", perplexity, ngram.perplexity, cases, mistakes=_perplexity_mistakes)
 
 
-# ------------------------------------------------------------------------------------ part 5
+def _long_text_case(hidden: bool, vocab: list[str], names: tuple[str, ...]) -> Case:
+    """A text of about 1,000 words: the product of its probabilities underflows to 0.0."""
+    rng = random.Random(30 if hidden else 3)
+    model = _random_bigram_model(rng, vocab)
+    sentences = [[rng.choice(vocab) for _ in range(rng.randint(20, 40))] for _ in range(35)]
+    n_words = sum(len(s) + 1 for s in sentences)
+    shown = {"sentences": f"{len(sentences)} random sentences, {n_words} predicted words in all"}
+    hint = (
+        f"the product of {n_words} probabilities of about 1/4 is far below the smallest positive "
+        "float (about 1e-308): multiplying them gives 0.0; add log probabilities instead"
+    )
+    return Case((model, sentences, 2), names, hint, f"a text of {n_words} words", shown)
+
+
+# ------------------------------------------------------------------------------ part 5
+
+
+def _continuation_mistakes(bigram_counts: dict, word: str) -> list[Mistake]:
+    seen = {key: c for key, c in bigram_counts.items() if c > 0}
+    n_types = len(seen)
+    n_preceding = sum(1 for (_, w) in seen if w == word)
+    n_tokens = sum(seen.values())
+    c_word = sum(c for (_, w), c in seen.items() if w == word)
+    n_following = sum(1 for (v, _) in seen if v == word)
+    n_word_types = len({w for (_, w) in seen})
+    return [
+        Mistake(
+            "you counted tokens: c(. word) / c(. .) is the unigram estimate. The continuation "
+            "probability counts bigram *types*: how many different words come right before the "
+            "word, over the number of different bigrams",
+            _divide(c_word, n_tokens),
+        ),
+        Mistake(
+            "the numerator counts types but the denominator counts tokens: divide by N1+(. .), "
+            "the number of different bigrams",
+            _divide(n_preceding, n_tokens),
+        ),
+        Mistake(
+            "you divided by the number of different words: N1+(. .) is the number of different "
+            "bigrams",
+            _divide(n_preceding, n_word_types),
+        ),
+        Mistake(
+            "you counted the words that *follow* the word: N1+(. word) counts the different "
+            "words that come right before it",
+            _divide(n_following, n_types),
+        ),
+    ]
 
 
 def check_continuation_prob(continuation_prob: Callable, hidden: bool = False) -> None:
@@ -187,15 +412,104 @@ def check_continuation_prob(continuation_prob: Callable, hidden: bool = False) -
         Case((bigrams, "I"), names, hint, "P_cont(I)"),
         Case((bigrams, "</s>"), names, hint, "P_cont(</s>)"),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = py_rng(hidden)
+    for _ in range(n_random(hidden)):
         corpus = random_corpus(rng, 8, 6)
         word = rng.choice(_types(corpus) + ["</s>"])
         cases.append(Case((ngram.count_ngrams(corpus, 2), word), names, hint, label="random"))
-    run_check("continuation_prob", continuation_prob, ngram.continuation_prob, cases)
+    run_check(
+        "continuation_prob",
+        continuation_prob,
+        ngram.continuation_prob,
+        cases,
+        mistakes=_continuation_mistakes,
+    )
 
 
-# ------------------------------------------------------------------------------------ part 6
+# ------------------------------------------------------------------------------ part 6
+
+
+def _kn_parts(bigram_counts: dict, context: tuple, word: str, V: int, d: float) -> dict:
+    """The terms of eq. (ngram-kn) and (ngram-kn-unigram), written out (not the reference)."""
+    (v,) = tuple(context)
+    seen = {key: c for key, c in bigram_counts.items() if c > 0}
+    n_types = len(seen)  # N1+(. .)
+    n_preceding = sum(1 for (_, w) in seen if w == word)  # N1+(. w)
+    n_words = len({w for (_, w) in seen})  # words with N1+(. w) > 0
+    c_v = sum(c for (u, _), c in seen.items() if u == v)  # c(v)
+    c_vw = seen.get((v, word), 0)
+    n_follow = sum(1 for (u, _) in seen if u == v)  # N1+(v .)
+    return {
+        "c(v w)": c_vw,
+        "c(v)": c_v,
+        "N1+(v .)": n_follow,
+        "N1+(. w)": n_preceding,
+        "N1+(. .)": n_types,
+        "discounted": max(c_vw - d, 0) / c_v if c_v else 0.0,
+        "lambda": d * n_follow / c_v if c_v else 1.0,
+        "p_cont": n_preceding / n_types,
+        "p_kn_unigram": max(n_preceding - d, 0) / n_types + d * n_words / n_types / V,
+    }
+
+
+def _kn_mistakes(bigram_counts: dict, context: tuple, word: str, V: int, d: float):
+    p = _kn_parts(bigram_counts, context, word, V, d)
+    c_v, discounted, lam = p["c(v)"], p["discounted"], p["lambda"]
+    no_max = (p["c(v w)"] - d) / c_v if c_v else 0.0
+    return [
+        Mistake(
+            "the lower order is the plain continuation probability N1+(. w) / N1+(. .): eq. "
+            "(ngram-kn-unigram) discounts it too and adds d |{w': N1+(. w') > 0}| / N1+(. .) "
+            "times 1/|V|, which gives unseen words like <unk> their share",
+            discounted + lam * p["p_cont"] if c_v else p["p_cont"],
+        ),
+        Mistake(
+            "you left out max(c - d, 0): an unseen bigram's discounted term is 0, not -d / c(v)",
+            no_max + lam * p["p_kn_unigram"] if c_v else None,
+        ),
+        Mistake(
+            "lambda(v) = d N1+(v .) / c(v) uses the number of different words after v; you used "
+            "the number of bigram tokens after v, c(v), in its place",
+            discounted + d * p["p_kn_unigram"] if c_v else None,
+        ),
+        Mistake(
+            "you backed off only when c(v w) = 0: interpolated Kneser-Ney always adds "
+            "lambda(v) P_KN(w) to the discounted term",
+            (discounted if p["c(v w)"] > 0 else lam * p["p_kn_unigram"]) if c_v else None,
+        ),
+        Mistake(
+            "a context never seen (c(v) = 0) backs off fully to P_KN(w), eq. (ngram-kn-unigram): "
+            "it does not get probability 0",
+            0.0 if not c_v else None,
+        ),
+    ]
+
+
+def _compare_kn(want: Expected, got) -> str:
+    problem = compare_numbers(want.value, got)
+    if not problem:
+        return ""
+    bigram_counts, context, word, V, d = want.args
+    p = _kn_parts(bigram_counts, context, word, V, d)
+    (v,) = tuple(context)
+    if p["c(v)"]:
+        first = (
+            f"  discounted term  max(c({v} {word}) - d, 0) / c({v}) = "
+            f"max({p['c(v w)']} - {d}, 0) / {p['c(v)']} = {p['discounted']:.6g}\n"
+            f"  back-off weight  lambda({v}) = d N1+({v} .) / c({v}) = "
+            f"{d} * {p['N1+(v .)']} / {p['c(v)']} = {p['lambda']:.6g}\n"
+        )
+        total = f"{p['discounted']:.6g} + {p['lambda']:.6g} * {p['p_kn_unigram']:.6g}"
+    else:
+        first = f"  the context {v!r} was never seen: c({v}) = 0, so back off fully to P_KN(w)\n"
+        total = f"{p['p_kn_unigram']:.6g}"
+    return (
+        f"{problem}\nthe parts of the right answer:\n{first}"
+        f"  continuation     P_KN({word}) = max(N1+(. {word}) - d, 0) / N1+(. .) + "
+        f"d |{{w': N1+(. w') > 0}}| / N1+(. .) / |V| = {p['p_kn_unigram']:.6g} "
+        f"(N1+(. {word}) = {p['N1+(. w)']}, N1+(. .) = {p['N1+(. .)']}, |V| = {V})\n"
+        f"  P_KN({word} | {v}) = {total} = {want.value:.6g}"
+    )
 
 
 def check_kn_bigram_prob(kn_bigram_prob: Callable, hidden: bool = False) -> None:
@@ -229,15 +543,22 @@ def check_kn_bigram_prob(kn_bigram_prob: Callable, hidden: bool = False) -> None
             "probability comes from the uniform 1/|V| term alone",
         ),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = py_rng(hidden)
+    for _ in range(n_random(hidden)):
         corpus = random_corpus(rng, 8, 6)
         counts = ngram.count_ngrams(corpus, 2)
         context = (rng.choice(WORDS + ["<s>"]),)
         d = rng.choice([0.75, 0.5, 0.9, 1.0])
         word = rng.choice(_types(corpus) + ["</s>"])
         cases.append(Case((counts, context, word, _vocab_size(corpus), d), names, label="random"))
-    run_check("kn_bigram_prob", kn_bigram_prob, ngram.kn_bigram_prob, cases)
+    run_check(
+        "kn_bigram_prob",
+        kn_bigram_prob,
+        with_args(ngram.kn_bigram_prob),
+        cases,
+        _compare_kn,
+        mistakes=_kn_mistakes,
+    )
 
 
 __all__ = [
