@@ -1,0 +1,928 @@
+"""Self-attention, multi-head attention and the transformer (chapter 6).
+
+Based on Vaswani et al. (2017), "Attention is all you need", for scaled dot-product attention,
+multi-head attention, the sinusoidal positional encoding and the encoder-decoder transformer with
+post-LN blocks; Ba, Kiros & Hinton (2016) for layer normalisation; Radford et al. (2019, GPT-2) and
+Xiong et al. (2020) for the pre-LN block; Holtzman et al. (2020) for nucleus (top-p) sampling;
+Jurafsky & Martin, *Speech and Language Processing* (3rd ed. draft), chapter "Transformers".
+Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape letters: ``B`` batch,
+``T`` time steps (``T_q`` queries, ``T_k`` keys), ``D`` model width (d_model), ``H`` heads,
+``D/H`` the width of one head (d_k), ``V`` vocabulary size.
+
+1. **Scaled dot-product attention** (:func:`scaled_dot_product_attention`, with the readable loop
+   :func:`scaled_dot_product_attention_loop` beside it)::
+
+       omega_ij = q_i . k_j / sqrt(d_k)                                    (tf-scores)
+       alpha_ij = exp(omega_ij) / sum_j' exp(omega_ij')                    (tf-softmax)
+       z_i = sum_j alpha_ij v_j                                            (tf-context)
+
+   i.e. ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``              (tf-attention).
+   A boolean ``mask`` says which key each query may attend to (**True = may attend**, the
+   convention of ``torch.nn.functional.scaled_dot_product_attention``;
+   ``torch.nn.MultiheadAttention`` uses the opposite one). Forbidden scores are set to the
+   dtype's most negative number before the softmax, so their weight is exactly 0; a query that
+   may attend to nothing gets all-zero weights and a zero output instead of NaN.
+
+2. **Masks** (:func:`causal_mask`, :func:`padding_mask`): the look-ahead mask ``j <= i`` of a
+   decoder and the padding mask that hides the padded keys of a batch; they combine with ``&``.
+
+3. **Multi-head attention** (:class:`MultiHeadAttention`)::
+
+       head_h = Attention(X_q W_q^h, X_k W_k^h, X_v W_v^h)                (tf-head)
+       MultiHead(X_q, X_k, X_v) = Concat(head_1 .. head_H) W_o             (tf-mha)
+
+   computed as one ``D x D`` projection per role, then :func:`split_heads`
+   ``(B, T, D) -> (B, H, T, D/H)`` and :func:`merge_heads` back. :func:`multi_head_attention_bmm`
+   computes the same with the heads stacked on a leading dimension and ``torch.bmm`` (the form
+   of the chapter's derivation). Parameter layout: ``W_q.weight`` is ``(D, D)`` and the layer
+   computes ``x W_q^T`` as ``torch.nn.Linear`` does; stacking ``W_q, W_k, W_v`` gives
+   ``torch.nn.MultiheadAttention``'s ``in_proj_weight`` (see :func:`copy_from_torch_mha`).
+
+4. **Layer normalisation** (:class:`LayerNorm`), **positions** (:func:`sinusoidal_encoding`,
+   :class:`PositionalEncoding`), the **position-wise feed-forward network** (:class:`FeedForward`)::
+
+       mu = mean_d x_d,  sigma^2 = mean_d (x_d - mu)^2                     (tf-ln-stats)
+       LN(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta               (tf-ln)
+       PE(t, 2i) = sin(t / 10000^(2i/D)),  PE(t, 2i+1) = cos(t / 10000^(2i/D))   (tf-pe)
+       FFN(x) = max(0, x W_1^T + b_1) W_2^T + b_2                          (tf-ffn)
+
+5. **Blocks** (:class:`EncoderLayer`, :class:`DecoderLayer`), both as post-LN (the original paper)
+   and pre-LN (GPT-2 and most later models), with the parameter names of
+   ``torch.nn.TransformerEncoderLayer``/``TransformerDecoderLayer`` (``self_attn``,
+   ``multihead_attn``, ``linear1``, ``linear2``, ``norm1..3``)::
+
+       post-LN:  x = LN(x + Sublayer(x))                                   (tf-post-ln)
+       pre-LN:   x = x + Sublayer(LN(x))                                   (tf-pre-ln)
+
+6. **Models**: :class:`Transformer` (encoder-decoder) and :class:`TransformerLM` (decoder-only,
+   causal), whose :meth:`TransformerLM.generate` decodes greedily, by sampling with a
+   temperature, top-k, top-p (nucleus) or beam search, with or without a KV cache.
+
+Deliberate departures, stated plainly:
+
+* Tensors are batch-first, ``(B, T, D)``, everywhere (``batch_first=True`` in torch's terms).
+* Dropout sits where torch's layers put it (after the attention weights' use is *not* dropped:
+  we drop the sublayer outputs and inside the feed-forward network, not the attention weights),
+  so with ``dropout=0`` the layers equal torch's exactly; the chapter's models train with it.
+* Pre-LN models end with one more LayerNorm after the last block (as GPT-2 does), without which
+  the residual stream reaches the output unnormalised.
+* :class:`TransformerLM` may replace the full softmax by ``torch.nn.AdaptiveLogSoftmaxWithLoss``
+  (Grave et al. 2017) to make CPU training affordable; it still gives exact, normalised
+  log-probabilities, so perplexities are comparable with the full softmax's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nlpcourse.guard import reference
+
+STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
+POSITIONS = ("sinusoidal", "learned", "none")
+
+
+# ======================================================================== 1. attention and masks
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, Tensor) or x.ndim < 2:
+            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"{name} must be a tensor (..., T, d) with at least 2 dims, got {got}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same width d_k: q is {tuple(q.shape)}, "
+            f"k is {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"keys and values must be as many: k is {tuple(k.shape)}, v is {tuple(v.shape)}"
+        )
+
+
+def _check_mask(mask: Tensor | None, T_q: int, T_k: int) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise ValueError(
+            "mask must be a boolean tensor (True = may attend), got "
+            f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
+        )
+    if mask.ndim < 2 or mask.shape[-2] not in (1, T_q) or mask.shape[-1] != T_k:
+        raise ValueError(
+            f"mask must broadcast to (..., T_q, T_k) = (..., {T_q}, {T_k}), got {tuple(mask.shape)}"
+        )
+
+
+@reference
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """``softmax(Q K^T / sqrt(d_k)) V``, eq. (tf-attention), over any leading dimensions.
+
+    ``q`` (..., T_q, d_k), ``k`` (..., T_k, d_k), ``v`` (..., T_k, d_v); ``mask`` boolean,
+    broadcastable to (..., T_q, T_k), True where query i may attend to key j. Returns the
+    context vectors (..., T_q, d_v) and the attention weights (..., T_q, T_k). A query that may
+    attend to no key gets weights 0 and output 0 (not NaN).
+    """
+    _check_qkv(q, k, v)
+    _check_mask(mask, q.shape[-2], k.shape[-2])
+    d_k = q.shape[-1]
+    omega = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (tf-scores)  (..., T_q, T_k)
+    if mask is not None:
+        omega = omega.masked_fill(~mask, torch.finfo(omega.dtype).min)
+    alpha = torch.softmax(omega, dim=-1)  # (tf-softmax) over the keys  (..., T_q, T_k)
+    if mask is not None:
+        alpha = alpha.masked_fill(~mask, 0.0)  # a row with no allowed key: all 0, not uniform
+    z = alpha @ v  # (tf-context)  (..., T_q, d_v)
+    return z, alpha
+
+
+def scaled_dot_product_attention_loop(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The same as :func:`scaled_dot_product_attention`, one query and one key at a time.
+
+    For a single sequence: ``q`` (T_q, d_k), ``k`` (T_k, d_k), ``v`` (T_k, d_v), ``mask``
+    (T_q, T_k) or None. Slow; written to read like eqs. (tf-scores)-(tf-context).
+    """
+    _check_qkv(q, k, v)
+    if q.ndim != 2:
+        raise ValueError(f"the loop version takes one sequence, q (T_q, d_k); got {tuple(q.shape)}")
+    T_q, T_k = q.shape[0], k.shape[0]
+    _check_mask(mask, T_q, T_k)
+    d_k = q.shape[-1]
+    z = torch.zeros(T_q, v.shape[-1], dtype=v.dtype)
+    alpha = torch.zeros(T_q, T_k, dtype=q.dtype)
+    for i in range(T_q):
+        row = None if mask is None else mask[i if mask.shape[0] > 1 else 0]  # (T_k,)
+        allowed = [j for j in range(T_k) if row is None or bool(row[j])]
+        if not allowed:
+            continue  # nothing to attend to: weights and output stay 0
+        omega = {j: torch.dot(q[i], k[j]) / math.sqrt(d_k) for j in allowed}  # (tf-scores)
+        largest = max(omega.values())  # subtracted for numerical safety; cancels in the ratio
+        total = sum(torch.exp(omega[j] - largest) for j in allowed)
+        for j in allowed:
+            alpha[i, j] = torch.exp(omega[j] - largest) / total  # (tf-softmax)
+            z[i] = z[i] + alpha[i, j] * v[j]  # (tf-context)
+    return z, alpha
+
+
+@reference
+def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
+    """The look-ahead mask (T, T): True on and below the diagonal (query i sees keys j <= i)."""
+    if not isinstance(T, int) or T < 1:
+        raise ValueError(f"T must be a positive integer, got {T!r}")
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: Tensor | list[int], T: int | None = None) -> Tensor:
+    """The padding mask (B, 1, 1, T) for keys: True for the first ``lengths[b]`` positions.
+
+    Its shape broadcasts against scores (B, H, T_q, T); combine with a causal mask by ``&``.
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or lengths.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"lengths must be a 1-d sequence of integers, got {lengths!r}")
+    T = int(lengths.max()) if T is None else T
+    if (lengths < 0).any() or (lengths > T).any():
+        raise ValueError(f"lengths must be in [0, T] = [0, {T}], got {lengths.tolist()}")
+    keep = torch.arange(T) < lengths[:, None]  # (B, T)
+    return keep[:, None, None, :]  # (B, 1, 1, T)
+
+
+# ======================================================================= 2. multi-head attention
+
+
+@reference
+def split_heads(x: Tensor, H: int) -> Tensor:
+    """(B, T, D) -> (B, H, T, D/H): head h gets the h-th slice of D/H features."""
+    if x.ndim != 3:
+        raise ValueError(f"x must be (B, T, D), got {tuple(x.shape)}")
+    B, T, D = x.shape
+    if D % H:
+        raise ValueError(f"D = {D} is not divisible by H = {H}")
+    return x.view(B, T, H, D // H).transpose(1, 2)  # (B, T, H, D/H) -> (B, H, T, D/H)
+
+
+@reference
+def merge_heads(x: Tensor) -> Tensor:
+    """(B, H, T, D/H) -> (B, T, D): the heads' outputs concatenated, eq. (tf-mha)."""
+    if x.ndim != 4:
+        raise ValueError(f"x must be (B, H, T, D/H), got {tuple(x.shape)}")
+    B, H, T, Dh = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H, D/H) -> (B, T, D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, eqs. (tf-head) and (tf-mha), batch-first.
+
+    ``forward(x_q, x_kv=None, mask=None, cache=None)``: ``x_q`` (B, T_q, D); ``x_kv``
+    (B, T_k, D), the keys' and values' source (``x_q`` itself for self-attention); ``mask``
+    boolean, broadcastable to (B, H, T_q, T_k), True = may attend. Returns the output
+    (B, T_q, D) and the attention weights (B, H, T_q, T_k).
+
+    ``cache``: a dict for incremental decoding in self-attention. If given, the keys and values of
+    the new positions are appended to ``cache["k"]``/``cache["v"]`` (B, H, T_past, D/H) and the
+    queries attend to all of them: the KV cache.
+    """
+
+    def __init__(self, D: int, H: int, bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        if not isinstance(H, int) or H < 1 or D % H:
+            raise ValueError(f"D = {D} must be divisible by the number of heads H = {H}")
+        self.D, self.H = D, H
+        self.W_q = nn.Linear(D, D, bias=bias)  # the H heads' (D/H, D) query maps, stacked
+        self.W_k = nn.Linear(D, D, bias=bias)
+        self.W_v = nn.Linear(D, D, bias=bias)
+        self.W_o = nn.Linear(D, D, bias=bias)  # (tf-mha)
+        self.dropout = dropout
+
+    def forward(
+        self,
+        x_q: Tensor,
+        x_kv: Tensor | None = None,
+        mask: Tensor | None = None,
+        cache: dict[str, Tensor] | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        if x_q.ndim != 3 or x_q.shape[-1] != self.D:
+            raise ValueError(f"x_q must be (B, T, D={self.D}), got {tuple(x_q.shape)}")
+        x_kv = x_q if x_kv is None else x_kv
+        q = split_heads(self.W_q(x_q), self.H)  # (B, H, T_q, D/H)
+        k = split_heads(self.W_k(x_kv), self.H)  # (B, H, T_k, D/H)
+        v = split_heads(self.W_v(x_kv), self.H)  # (B, H, T_k, D/H)
+        if cache is not None:
+            if "k" in cache:
+                k = torch.cat([cache["k"], k], dim=2)  # (B, H, T_past + T_k, D/H)
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+        z, alpha = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T_q, D/H), (B,H,T_q,T_k)
+        out = self.W_o(merge_heads(z))  # (B, T_q, D)
+        return F.dropout(out, self.dropout, self.training), alpha
+
+
+def multi_head_attention_bmm(
+    x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor
+) -> Tensor:
+    """Multi-head self-attention of one sentence with the heads stacked, using ``torch.bmm``.
+
+    ``x`` (T, D); ``W_q, W_k, W_v`` (H, D, D/H), one projection per head (``x @ W_q[h]`` is head
+    h's queries); ``W_o`` (D, D) maps the concatenated heads back. Returns (T, D). The same
+    function as :class:`MultiHeadAttention` (whose ``W_q.weight`` is these stacked and
+    transposed); the chapter derives this form first.
+    """
+    H, D, Dh = W_q.shape
+    xs = x.unsqueeze(0).expand(H, -1, -1)  # (H, T, D): the same input for every head
+    q, k, v = torch.bmm(xs, W_q), torch.bmm(xs, W_k), torch.bmm(xs, W_v)  # (H, T, D/H) each
+    omega = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(Dh)  # (H, T, T)
+    z = torch.bmm(torch.softmax(omega, dim=-1), v)  # (H, T, D/H)
+    concat = z.transpose(0, 1).reshape(x.shape[0], H * Dh)  # (T, H, D/H) -> (T, D)
+    return concat @ W_o  # (T, D)
+
+
+def copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Copy the weights of a ``torch.nn.MultiheadAttention`` into ours (same function after).
+
+    torch keeps the three input projections stacked in ``in_proj_weight`` (3D, D), in the order
+    query, key, value, and the output projection in ``out_proj``.
+    """
+    D = ours.D
+    with torch.no_grad():
+        for i, lin in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            lin.weight.copy_(theirs.in_proj_weight[i * D : (i + 1) * D])
+            if lin.bias is not None:
+                lin.bias.copy_(theirs.in_proj_bias[i * D : (i + 1) * D])
+        ours.W_o.weight.copy_(theirs.out_proj.weight)
+        if ours.W_o.bias is not None:
+            ours.W_o.bias.copy_(theirs.out_proj.bias)
+
+
+# ========================================================== 3. normalisation, positions, FFN
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation over the last dimension, eqs. (tf-ln-stats) and (tf-ln).
+
+    Parameters ``weight`` (gamma) and ``bias`` (beta), (D,), named as in ``torch.nn.LayerNorm``.
+    The variance is the biased one (divide by D), as in Ba et al. (2016) and torch.
+    """
+
+    def __init__(self, D: int, eps: float = 1e-5):
+        super().__init__()
+        self.D, self.eps = D, eps
+        self.weight = nn.Parameter(torch.ones(D))  # gamma
+        self.bias = nn.Parameter(torch.zeros(D))  # beta
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-1] != self.D:
+            raise ValueError(f"the last dimension must be D = {self.D}, got {tuple(x.shape)}")
+        mu = x.mean(dim=-1, keepdim=True)  # (tf-ln-stats)  (..., 1)
+        var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (tf-ln-stats)  (..., 1)
+        return self.weight * (x - mu) / torch.sqrt(var + self.eps) + self.bias  # (tf-ln)
+
+
+@reference
+def sinusoidal_encoding(T: int, D: int) -> Tensor:
+    """The sinusoidal positional encodings (T, D), eq. (tf-pe): even features sin, odd cos."""
+    if T < 1 or D < 2 or D % 2:
+        raise ValueError(f"need T >= 1 and an even D >= 2, got T = {T}, D = {D}")
+    t = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
+    two_i = torch.arange(0, D, 2, dtype=torch.float64)  # (D/2,)
+    angle = t / 10000 ** (two_i / D)  # (T, D/2)
+    pe = torch.zeros(T, D, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)  # (tf-pe)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Adds position information to embeddings (B, T, D): ``kind`` = sinusoidal, learned, none.
+
+    ``offset`` in :meth:`forward` is the position of the first of the T inputs (for decoding
+    with a KV cache, where only the new tokens are fed).
+    """
+
+    def __init__(self, D: int, max_len: int = 1024, kind: str = "sinusoidal"):
+        super().__init__()
+        if kind not in POSITIONS:
+            raise ValueError(f"kind must be one of {POSITIONS}, got {kind!r}")
+        self.kind, self.max_len = kind, max_len
+        if kind == "sinusoidal":
+            self.register_buffer("pe", sinusoidal_encoding(max_len, D), persistent=False)
+        elif kind == "learned":
+            self.embedding = nn.Embedding(max_len, D)  # one learned vector per position
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        T = x.shape[1]
+        if offset + T > self.max_len:
+            raise ValueError(f"positions up to {offset + T} exceed max_len = {self.max_len}")
+        if self.kind == "sinusoidal":
+            return x + self.pe[offset : offset + T].to(x.dtype)  # (B, T, D) + (T, D)
+        if self.kind == "learned":
+            return x + self.embedding.weight[offset : offset + T]  # (B, T, D) + (T, D)
+        return x
+
+
+class FeedForward(nn.Module):
+    """The position-wise feed-forward network, eq. (tf-ffn): ``linear2(dropout(relu(linear1)))``."""
+
+    def __init__(self, D: int, D_ff: int, dropout: float = 0.0):
+        super().__init__()
+        self.linear1 = nn.Linear(D, D_ff)
+        self.linear2 = nn.Linear(D_ff, D)
+        self.dropout = dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = F.dropout(torch.relu(self.linear1(x)), self.dropout, self.training)  # (B, T, D_ff)
+        return self.linear2(h)  # (B, T, D)
+
+
+# ================================================================================ 4. the blocks
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and feed-forward sublayers with residuals and LayerNorm.
+
+    ``norm_first=False``: post-LN, eq. (tf-post-ln), as in Vaswani et al. (2017);
+    ``norm_first=True``: pre-LN, eq. (tf-pre-ln). The same function as
+    ``torch.nn.TransformerEncoderLayer(D, H, D_ff, dropout, batch_first=True, norm_first=...)``
+    with its weights copied (:func:`copy_from_torch_layer`). ``mask``: True = may attend.
+    """
+
+    def __init__(self, D: int, H: int, D_ff: int, dropout: float = 0.0, norm_first: bool = False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(D, H)
+        self.ff = FeedForward(D, D_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(D), LayerNorm(D)
+        self.dropout, self.norm_first = dropout, norm_first
+
+    def _sa(self, x: Tensor, mask: Tensor | None, cache: dict | None) -> Tensor:
+        out, self.attn_weights = self.self_attn(x, mask=mask, cache=cache)  # (B, T, D)
+        return F.dropout(out, self.dropout, self.training)
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return F.dropout(self.ff(x), self.dropout, self.training)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cache: dict | None = None) -> Tensor:
+        if self.norm_first:  # (tf-pre-ln)
+            x = x + self._sa(self.norm1(x), mask, cache)
+            return x + self._ff(self.norm2(x))
+        x = self.norm1(x + self._sa(x, mask, cache))  # (tf-post-ln)
+        return self.norm2(x + self._ff(x))
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder's output ``memory``, feed-forward.
+
+    Post-LN or pre-LN as :class:`EncoderLayer`; the same function as
+    ``torch.nn.TransformerDecoderLayer(..., batch_first=True, norm_first=...)``.
+    ``self_mask`` (usually causal & target padding) and ``memory_mask`` (source padding):
+    True = may attend. The cross-attention weights of the last call are kept in
+    ``cross_weights`` (B, H, T_tgt, T_src).
+    """
+
+    def __init__(self, D: int, H: int, D_ff: int, dropout: float = 0.0, norm_first: bool = False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(D, H)
+        self.multihead_attn = MultiHeadAttention(D, H)
+        self.ff = FeedForward(D, D_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = LayerNorm(D), LayerNorm(D), LayerNorm(D)
+        self.dropout, self.norm_first = dropout, norm_first
+
+    def _drop(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.dropout, self.training)
+
+    def _sa(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        out, self.self_weights = self.self_attn(x, mask=mask)
+        return self._drop(out)
+
+    def _ca(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
+        out, self.cross_weights = self.multihead_attn(x, memory, mask=mask)  # (B, T_tgt, D)
+        return self._drop(out)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+    ) -> Tensor:
+        if self.norm_first:  # (tf-pre-ln), three times
+            x = x + self._sa(self.norm1(x), self_mask)
+            x = x + self._ca(self.norm2(x), memory, memory_mask)
+            return x + self._drop(self.ff(self.norm3(x)))
+        x = self.norm1(x + self._sa(x, self_mask))  # (tf-post-ln), three times
+        x = self.norm2(x + self._ca(x, memory, memory_mask))
+        return self.norm3(x + self._drop(self.ff(x)))
+
+
+def copy_from_torch_layer(
+    ours: EncoderLayer | DecoderLayer,
+    theirs: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
+) -> None:
+    """Copy a torch encoder/decoder layer's weights into ours (the same names, but the attention
+    projections, which :func:`copy_from_torch_mha` unstacks)."""
+    copy_from_torch_mha(ours.self_attn, theirs.self_attn)
+    if isinstance(ours, DecoderLayer):
+        copy_from_torch_mha(ours.multihead_attn, theirs.multihead_attn)
+    norms = ("norm1", "norm2", "norm3") if isinstance(ours, DecoderLayer) else ("norm1", "norm2")
+    with torch.no_grad():
+        for name in ("linear1", "linear2"):
+            getattr(ours.ff, name).weight.copy_(getattr(theirs, name).weight)
+            getattr(ours.ff, name).bias.copy_(getattr(theirs, name).bias)
+        for name in norms:
+            getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
+            getattr(ours, name).bias.copy_(getattr(theirs, name).bias)
+
+
+# ================================================================================ 5. the models
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder transformer: embeddings (scaled by sqrt(D)) plus positions, an
+    encoder stack, a decoder stack with masked self-attention and cross-attention, and a linear
+    map to the target vocabulary.
+
+    ``forward(src, tgt, src_lengths=None, tgt_lengths=None)``: ``src`` (B, S), ``tgt`` (B, T)
+    ids, optionally padded (the lengths give the real ones); returns logits (B, T, V_tgt).
+    """
+
+    def __init__(
+        self,
+        V_src: int,
+        V_tgt: int,
+        D: int = 64,
+        H: int = 4,
+        n_layers: int = 2,
+        D_ff: int = 256,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        max_len: int = 512,
+    ):
+        super().__init__()
+        self.D, self.norm_first = D, norm_first
+        self.src_embedding = nn.Embedding(V_src, D)
+        self.tgt_embedding = nn.Embedding(V_tgt, D)
+        self.positions = PositionalEncoding(D, max_len, "sinusoidal")
+        self.encoder = nn.ModuleList(
+            EncoderLayer(D, H, D_ff, dropout, norm_first) for _ in range(n_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderLayer(D, H, D_ff, dropout, norm_first) for _ in range(n_layers)
+        )
+        self.enc_norm = LayerNorm(D) if norm_first else nn.Identity()
+        self.dec_norm = LayerNorm(D) if norm_first else nn.Identity()
+        self.output = nn.Linear(D, V_tgt)
+
+    def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> Tensor:
+        """``src`` (B, S) -> memory (B, S, D)."""
+        mask = None if src_lengths is None else padding_mask(src_lengths, src.shape[1])
+        x = self.positions(self.src_embedding(src) * math.sqrt(self.D))  # (B, S, D)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return self.enc_norm(x)
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_lengths: Tensor | None = None,
+        tgt_lengths: Tensor | None = None,
+    ) -> Tensor:
+        """``tgt`` (B, T) and memory (B, S, D) -> logits (B, T, V_tgt)."""
+        T = tgt.shape[1]
+        self_mask = causal_mask(T, tgt.device)  # (T, T)
+        if tgt_lengths is not None:
+            self_mask = self_mask & padding_mask(tgt_lengths, T)  # (B, 1, T, T)
+        memory_mask = None
+        if src_lengths is not None:
+            memory_mask = padding_mask(src_lengths, memory.shape[1])  # (B, 1, 1, S)
+        x = self.positions(self.tgt_embedding(tgt) * math.sqrt(self.D))  # (B, T, D)
+        for layer in self.decoder:
+            x = layer(x, memory, self_mask, memory_mask)
+        return self.output(self.dec_norm(x))  # (B, T, V_tgt)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_lengths: Tensor | None = None,
+        tgt_lengths: Tensor | None = None,
+    ) -> Tensor:
+        return self.decode(tgt, self.encode(src, src_lengths), src_lengths, tgt_lengths)
+
+
+class TransformerLM(nn.Module):
+    """A decoder-only (GPT-style) language model: ``P(w_{t+1} | w_1..w_t)`` from a causal stack.
+
+    Embedding plus positions (``positions`` = sinusoidal, learned or none: with none the model is
+    a bag of words as far as attention is concerned), ``n_layers`` :class:`EncoderLayer` blocks
+    with the causal mask (a decoder block without cross-attention), a final LayerNorm for pre-LN,
+    then the output layer: a linear map to V (``tie_weights=True`` shares the embedding matrix) or,
+    with ``cutoffs``, ``torch.nn.AdaptiveLogSoftmaxWithLoss``.
+    """
+
+    def __init__(
+        self,
+        V: int,
+        D: int = 64,
+        H: int = 4,
+        n_layers: int = 2,
+        D_ff: int = 256,
+        max_len: int = 256,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        positions: str = "learned",
+        tie_weights: bool = False,
+        cutoffs: list[int] | None = None,
+    ):
+        super().__init__()
+        if not isinstance(V, int) or V < 2:
+            raise ValueError(f"V must be an integer >= 2, got {V!r}")
+        if tie_weights and cutoffs:
+            raise ValueError("tie_weights and an adaptive softmax (cutoffs) cannot be combined")
+        self.V, self.D, self.max_len, self.norm_first = V, D, max_len, norm_first
+        self.embedding = nn.Embedding(V, D)
+        self.positions = PositionalEncoding(D, max_len, positions)
+        self.blocks = nn.ModuleList(
+            EncoderLayer(D, H, D_ff, dropout, norm_first) for _ in range(n_layers)
+        )
+        self.final_norm = LayerNorm(D) if norm_first else nn.Identity()
+        self.dropout = dropout
+        self.adaptive = None
+        self.output = None
+        if cutoffs:
+            self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(D, V, list(cutoffs), div_value=4.0)
+        else:
+            self.output = nn.Linear(D, V)
+            if tie_weights:
+                self.output.weight = self.embedding.weight
+
+    def hidden(self, ids: Tensor, caches: list[dict] | None = None, offset: int = 0) -> Tensor:
+        """``ids`` (B, T) -> the last block's (normalised) states (B, T, D).
+
+        With ``caches`` (one dict per block), ``ids`` are the new tokens at positions
+        ``offset .. offset+T-1`` and the blocks attend to the cached earlier keys and values too.
+        """
+        if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.dtype != torch.long:
+            got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(f"ids must be a (B, T) tensor of word ids (torch.long), got {got}")
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.V):
+            raise ValueError(f"ids must be in [0, V) = [0, {self.V})")
+        T = ids.shape[1]
+        x = self.positions(self.embedding(ids), offset)  # (B, T, D)
+        x = F.dropout(x, self.dropout, self.training)
+        mask = causal_mask(offset + T, ids.device)[offset:]  # (T, offset+T): the new rows
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, None if caches is None else caches[i])
+        return self.final_norm(x)
+
+    def log_probs(self, h: Tensor) -> Tensor:
+        """States (..., D) -> log-probabilities of every next word (..., V)."""
+        if self.adaptive is not None:
+            return self.adaptive.log_prob(h.reshape(-1, self.D)).view(*h.shape[:-1], self.V)
+        return torch.log_softmax(self.output(h), dim=-1)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        """``ids`` (B, T) -> log-probabilities of the next word at every position (B, T, V)."""
+        return self.log_probs(self.hidden(ids))
+
+    def loss(self, ids: Tensor, targets: Tensor, ignore_index: int = -100) -> tuple[Tensor, int]:
+        """Summed negative log-likelihood of ``targets`` (B, T) given ``ids`` (B, T), and the
+        number of counted targets (those not equal to ``ignore_index``)."""
+        h = self.hidden(ids).reshape(-1, self.D)  # (B*T, D)
+        y = targets.reshape(-1)  # (B*T,)
+        keep = y != ignore_index
+        h, y = h[keep], y[keep]
+        if self.adaptive is not None:
+            nll = -self.adaptive(h, y).output.sum()  # output: log P(y) of each row
+        else:
+            nll = F.cross_entropy(self.output(h), y, reduction="sum")
+        return nll, int(keep.sum())
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: Tensor | list[int],
+        max_new_tokens: int,
+        strategy: str = "greedy",
+        temperature: float = 1.0,
+        k: int = 10,
+        p: float = 0.9,
+        beam_size: int = 4,
+        kv_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> list[int]:
+        """Continue ``prompt`` (a list of ids, or a (T,) tensor) by ``max_new_tokens`` words.
+
+        ``strategy``: ``greedy`` (the most probable word), ``sample`` (from the softmax of the
+        scores divided by ``temperature``), ``top_k`` (sample among the ``k`` most probable),
+        ``top_p`` (sample among the fewest words whose probability adds up to ``p``), ``beam``
+        (beam search with ``beam_size`` hypotheses, the best total log-probability at the end).
+        ``kv_cache=True`` feeds only the new token at each step and keeps every block's keys and
+        values; ``False`` recomputes the whole sequence each step. Both give the same words.
+        Returns the prompt followed by the new ids.
+        """
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        ids = torch.as_tensor(prompt, dtype=torch.long).reshape(1, -1)  # (1, T)
+        if ids.shape[1] < 1:
+            raise ValueError("the prompt must hold at least one token")
+        if ids.shape[1] + max_new_tokens > self.max_len:
+            raise ValueError(
+                f"prompt ({ids.shape[1]}) + max_new_tokens ({max_new_tokens}) exceeds "
+                f"max_len = {self.max_len}"
+            )
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        was_training = self.training
+        self.eval()
+        try:
+            if strategy == "beam":
+                return self._beam(ids, max_new_tokens, beam_size, kv_cache)
+            return self._sample(
+                ids, max_new_tokens, strategy, temperature, k, p, kv_cache, generator
+            )
+        finally:
+            self.train(was_training)
+
+    def _next_log_probs(self, ids: Tensor, caches: list[dict] | None, new: int) -> Tensor:
+        """Log-probabilities of the word after ``ids`` (B, T) (B, V); with caches, only the last
+        ``new`` tokens are fed."""
+        if caches is None:
+            h = self.hidden(ids)  # (B, T, D): recompute everything
+        else:
+            h = self.hidden(ids[:, -new:], caches, offset=ids.shape[1] - new)  # (B, new, D)
+        return self.log_probs(h[:, -1])  # (B, V)
+
+    def _sample(self, ids, max_new_tokens, strategy, temperature, k, p, kv_cache, generator):
+        caches: list[dict] | None = [{} for _ in self.blocks] if kv_cache else None
+        new = ids.shape[1]  # the first step feeds the whole prompt
+        for _ in range(max_new_tokens):
+            logp = self._next_log_probs(ids, caches, new)[0] / temperature  # (V,)
+            if strategy == "greedy":
+                nxt = int(torch.argmax(logp))
+            else:
+                if strategy == "top_k":
+                    threshold = torch.topk(logp, min(k, self.V)).values[-1]
+                    logp = logp.masked_fill(logp < threshold, -math.inf)
+                elif strategy == "top_p":
+                    probs, order = torch.sort(torch.softmax(logp, dim=-1), descending=True)
+                    before = torch.cumsum(probs, dim=0) - probs  # mass of the more probable words
+                    drop = torch.zeros(self.V, dtype=torch.bool)
+                    drop[order] = before >= p  # the words after the first ones that reach p
+                    logp = logp.masked_fill(drop, -math.inf)
+                probs = torch.softmax(logp, dim=-1)
+                nxt = int(torch.multinomial(probs, 1, generator=generator))
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)  # (1, T+1)
+            new = 1
+        return ids[0].tolist()
+
+    def _beam(self, ids, max_new_tokens, beam_size, kv_cache):
+        caches: list[dict] | None = [{} for _ in self.blocks] if kv_cache else None
+        beams, scores, new = ids, torch.zeros(1), ids.shape[1]  # (n, T), (n,)
+        for _ in range(max_new_tokens):
+            logp = self._next_log_probs(beams, caches, new)  # (n, V)
+            total = (scores[:, None] + logp).reshape(-1)  # (n*V,)
+            scores, flat = torch.topk(total, min(beam_size, total.numel()))
+            parent, word = flat // self.V, flat % self.V  # which beam, which next word
+            beams = torch.cat([beams[parent], word[:, None]], dim=1)  # (n', T+1)
+            if caches is not None:
+                for cache in caches:  # each surviving hypothesis keeps its parent's keys/values
+                    cache["k"], cache["v"] = cache["k"][parent], cache["v"][parent]
+            new = 1
+        return beams[0].tolist()
+
+
+def count_parameters(model: nn.Module) -> int:
+    """The number of trainable numbers in ``model`` (shared ones counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def describe(model: TransformerLM) -> dict[str, Any]:
+    """A short summary of a language model's shape, for the book's tables."""
+    return {
+        "V": model.V,
+        "D": model.D,
+        "layers": len(model.blocks),
+        "heads": model.blocks[0].self_attn.H if len(model.blocks) else 0,
+        "parameters": count_parameters(model),
+    }
+
+
+# ================================================================ 6. training the language model
+
+
+def lm_stream(sentences_ids: list[list[int]], eos_id: int = 0) -> Tensor:
+    """The corpus as one stream ``</s> s_1 </s> s_2 </s> ...`` (N+1,), chapter 4's convention:
+    the first ``</s>`` stands for ``<s>`` and is context only; every word and every sentence's
+    ``</s>`` is predicted once (N predictions)."""
+    stream = [eos_id]
+    for s in sentences_ids:
+        stream.extend(s)
+        stream.append(eos_id)
+    if len(stream) == 1:
+        raise ValueError("lm_stream() got no sentences")
+    return torch.tensor(stream, dtype=torch.long)
+
+
+def lm_windows(stream: Tensor, T: int) -> tuple[Tensor, Tensor]:
+    """Cut a stream into non-overlapping training windows: inputs and targets (n, T), where
+    ``targets[i, t]`` is the word after ``inputs[i, t]``. The last partial window is dropped."""
+    n = (len(stream) - 1) // T
+    if n < 1:
+        raise ValueError(
+            f"the stream ({len(stream)} tokens) is shorter than one window T+1={T + 1}"
+        )
+    inputs = stream[: n * T].view(n, T)  # (n, T)
+    targets = stream[1 : n * T + 1].view(n, T)  # (n, T)
+    return inputs, targets
+
+
+@torch.no_grad()
+def evaluate_lm(
+    model: TransformerLM,
+    sentences_ids: list[list[int]],
+    T: int | None = None,
+    stride: int | None = None,
+    batch_size: int = 32,
+) -> float:
+    """Perplexity ``exp(-(1/N) sum_i log P(w_i | w_<i))`` of ``model`` on sentences of ids.
+
+    The stream (:func:`lm_stream`) is read in windows of ``T`` tokens (default the model's
+    ``max_len``) starting every ``stride`` tokens (default ``T // 2``); each prediction is counted
+    once, in the first window where it is not among the first ``T - stride`` positions (except in
+    the first window), so every word after the first ``T - stride`` has at least that much
+    context. ``stride = T`` gives non-overlapping windows (faster, less context).
+    """
+    T = T or model.max_len
+    stride = stride or max(T // 2, 1)
+    if not 1 <= stride <= T:
+        raise ValueError(f"need 1 <= stride <= T, got stride = {stride}, T = {T}")
+    stream = lm_stream(sentences_ids)
+    N = len(stream) - 1
+    starts = list(range(0, max(N - T, 0) + 1, stride))
+    if starts[-1] + T < N:
+        starts.append(N - T if N > T else 0)
+    was_training = model.training
+    model.eval()
+    total, counted, done = 0.0, 0, 0  # done: predictions 0..done-1 have been counted
+    for b in range(0, len(starts), batch_size):
+        group = starts[b : b + batch_size]
+        width = min(T, N)
+        x = torch.stack([stream[s : s + width] for s in group])  # (b, T)
+        y = torch.stack([stream[s + 1 : s + width + 1] for s in group])  # (b, T)
+        for i, s in enumerate(group):  # predictions already counted are ignored
+            first_new = max(done - s, 0)
+            y[i, :first_new] = -100
+            done = s + width
+        nll, n = model.loss(x, y)
+        total += nll.item()
+        counted += n
+    model.train(was_training)
+    if counted != N:
+        raise RuntimeError(f"counted {counted} predictions instead of {N}")
+    return math.exp(total / N)
+
+
+def warmup_lr(step: int, peak: float, warmup: int) -> float:
+    """The learning rate at ``step`` (from 1): linear warm-up to ``peak`` over ``warmup`` steps,
+    then decay as ``1/sqrt(step)`` (Vaswani et al. 2017, with the peak given directly)."""
+    return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def train_lm(
+    model: TransformerLM,
+    train_ids: list[list[int]],
+    valid_ids: list[list[int]] | None,
+    steps: int,
+    T: int = 64,
+    batch_size: int = 32,
+    peak_lr: float = 2e-3,
+    warmup: int = 100,
+    clip: float = 1.0,
+    eval_every: int = 100,
+    seed: int = 0,
+    log: Any = None,
+    max_minutes: float | None = None,
+) -> dict[str, list[float]]:
+    """Train ``model`` with teacher forcing for ``steps`` updates; return the learning curve.
+
+    The training stream is cut into windows of ``T`` tokens (:func:`lm_windows`), shuffled each
+    pass with ``torch.manual_seed(seed)``; each update takes ``batch_size`` windows, minimises
+    the mean cross-entropy of all their predictions (every position predicts its next word, the
+    causal mask hiding the future), clips the gradient norm to ``clip`` and takes an Adam step with
+    the learning rate :func:`warmup_lr`. The parameters are re-drawn from ``seed`` first.
+
+    ``log(step, **values)``, if given, is called with ``train_loss`` after each of the first five
+    updates and at each evaluation (every ``eval_every`` and the last), then with ``valid_ppl``
+    (:func:`evaluate_lm` on ``valid_ids``; nan if ``valid_ids`` is None) too. ``max_minutes``
+    stops training early once that much wall-clock time has passed (for recorded runs on a busy
+    machine). Returns lists ``step``,
+    ``words`` (predictions trained on), ``seconds`` (training time, evaluation excluded),
+    ``train_loss`` (mean loss since the previous entry) and ``valid_ppl``.
+    """
+    for name, value in (("steps", steps), ("T", T), ("batch_size", batch_size)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if T > model.max_len:
+        raise ValueError(f"T = {T} exceeds the model's max_len = {model.max_len}")
+    torch.manual_seed(seed)
+    for module in model.modules():
+        if module is not model and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    for module in model.modules():  # our LayerNorm: gamma 1, beta 0
+        if isinstance(module, LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+    inputs, targets = lm_windows(lm_stream(train_ids), T)  # (n, T) each
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=peak_lr)
+    history: dict[str, list[float]] = {k: [] for k in ("step", "words", "seconds", "train_loss")}
+    history["valid_ppl"] = []
+    order = torch.randperm(len(inputs), generator=generator)
+    position, words, seconds, interval_loss, interval_n = 0, 0, 0.0, 0.0, 0
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        tic = time.perf_counter()
+        if position + batch_size > len(order):  # a new pass over the training windows
+            order, position = torch.randperm(len(inputs), generator=generator), 0
+        batch = order[position : position + batch_size]
+        position += batch_size
+        model.train()
+        nll, n = model.loss(inputs[batch], targets[batch])  # (b, T) each
+        loss = nll / n
+        for group in optimizer.param_groups:
+            group["lr"] = warmup_lr(step, peak_lr, warmup)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        words += n
+        interval_loss += nll.item()
+        interval_n += n
+        seconds += time.perf_counter() - tic
+        out_of_time = max_minutes is not None and time.perf_counter() - start > 60 * max_minutes
+        last = step == steps or out_of_time
+        if log is not None and step <= 5:
+            log(step, train_loss=float(loss))
+        if step % eval_every == 0 or last:
+            history["step"].append(step)
+            history["words"].append(words)
+            history["seconds"].append(seconds)
+            history["train_loss"].append(interval_loss / interval_n)
+            history["valid_ppl"].append(
+                math.nan if valid_ids is None else evaluate_lm(model, valid_ids, T)
+            )
+            if log is not None:
+                log(step, train_loss=history["train_loss"][-1], valid_ppl=history["valid_ppl"][-1])
+            interval_loss, interval_n = 0.0, 0
+        if out_of_time:
+            break
+    return history
