@@ -1,0 +1,1366 @@
+"""Constituency parsing: CFGs, top-down and bottom-up parsing, CKY, PCFGs (chapter 3).
+
+Based on Jurafsky & Martin, *Speech and Language Processing* (3rd ed. draft, "SLP3"), chapters 17
+(context-free grammars and constituency parsing) and Appendix C (statistical constituency parsing),
+and on Manning & Schütze (1999), *Foundations of Statistical NLP*, chapter 11 (PCFGs, the inside
+and outside probabilities, inside-outside re-estimation) and Lari & Young (1990). Equation labels
+``(parse-...)`` are the book's (``book/parsing.md``).
+
+What is here, in the order of the chapter:
+
+* :class:`Tree`, a constituency tree that reads and writes the bracketed format of the Penn
+  Treebank and of ``nltk.Tree`` (``(S (NP (Det the) (N cat)) ...)``);
+* :class:`Rule` and :class:`CFG`, a context-free grammar written as text (``S -> NP VP | VP``,
+  terminals in quotes, as ``nltk.CFG.fromstring`` reads it);
+* :func:`recursive_descent` (top-down, depth-first, with backtracking) and :func:`shift_reduce`
+  (bottom-up, every shift and reduce tried), both recording every step they take;
+* :func:`to_cnf`, the conversion to Chomsky normal form, and :meth:`Tree.from_cnf`, which maps a
+  tree of the converted grammar back to the original grammar's tree;
+* :func:`cky`, the CKY recogniser and parser for a CNF grammar: a :class:`Chart` that says whether
+  the sentence is in the language, how many trees it has, and lists them lazily;
+* :class:`PCFG`, a probabilistic CFG: relative-frequency estimation from trees (:meth:`PCFG.fit`),
+  sampling, Viterbi CKY (:meth:`PCFG.viterbi`), the inside and outside algorithms, expected rule
+  counts and inside-outside (EM) re-estimation (:meth:`PCFG.inside_outside`);
+* :func:`parseval`, labelled-bracket precision, recall, F1 and exact match.
+
+The probabilistic dynamic programs, for a CNF grammar with binary rules ``A -> B C`` and lexical
+rules ``A -> w``, words ``w_1 .. w_n`` and spans ``(i, j)`` covering ``w_{i+1} .. w_j``:
+
+    inside   beta_A(i, i+1) = log P(A -> w_{i+1})                                 (parse-inside)
+             beta_A(i, j)   = logsumexp_{A -> B C, i<k<j} [log P(A -> B C)
+                                                           + beta_B(i, k) + beta_C(k, j)]
+             log P(w_1 .. w_n) = beta_S(0, n)                                    (parse-sentence)
+    Viterbi  delta_A(i, j)  = the same with max for logsumexp, with back pointers (parse-viterbi)
+    outside  alpha_S(0, n)  = 0 (log 1)                                           (parse-outside)
+             alpha_B(i, k) = logsumexp over parents [alpha_A(i, j) + log P(A -> B C) + beta_C(k, j)]
+                             and alpha_C(k, j) likewise with beta_B(i, k)
+    expected count of a rule                                                       (parse-count)
+             E[c(A -> B C)] = sum_{i<k<j} exp(alpha_A(i, j) + log P(A -> B C)
+                                             + beta_B(i, k) + beta_C(k, j) - log P(w))
+
+Deliberate departures from the book's presentation:
+
+* Everything probabilistic is in log space (the book multiplies probabilities), so that a 100-word
+  sentence does not underflow; sums of probabilities become ``logsumexp``.
+* The dynamic programs are vectorised with numpy over all spans of one length, all split points
+  and all rules at once; :func:`cky` (the recogniser that counts and lists trees) keeps the book's
+  loops over spans, split points and rules, as the lesson. The tests check the two against each
+  other, against brute-force enumeration and against ``nltk``.
+* The symbols ``beta`` (inside) and ``alpha`` (outside) follow Manning & Schütze; the HMM chapter's
+  forward probabilities ``alpha`` correspond to *inside* probabilities here.
+* :func:`to_cnf` removes unit rules by *collapsing* each chain ``A -> B -> ... -> rhs`` into one
+  rule ``A -> rhs`` whose tree node is labelled ``A+B+...`` (so the tree can be mapped back); chains
+  that repeat a symbol (unit cycles) are left out, since they would give infinitely many trees.
+  A grammar with empty (epsilon) rules keeps its language (minus the empty string), but trees of
+  such a grammar are mapped back without their empty constituents; PCFGs with epsilon rules or
+  unit cycles are refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from nlpcourse.guard import reference
+
+BIN_MARK = "|<"  # binarised nodes: A|<C-D> stands for the rest "C D" of a rule A -> B C D
+UNIT_MARK = "+"  # collapsed unit chains: a node A+B is A over B
+
+
+def _term_symbol(word: str) -> str:
+    """The nonterminal that stands for a terminal inside a long rule (CNF step TERM)."""
+    return f"<{word}>"
+
+
+def _is_term_symbol(label: str) -> bool:
+    return label.startswith("<") and label.endswith(">") and BIN_MARK not in label
+
+
+def _chain(label: str) -> list[str]:
+    """The labels of a collapsed unit chain ``A+B+C`` (a word wrapper ``<w+x>`` stays whole)."""
+    parts: list[str] = []
+    for piece in label.split(UNIT_MARK):
+        if parts and parts[-1].startswith("<") and not parts[-1].endswith(">"):
+            parts[-1] += UNIT_MARK + piece
+        else:
+            parts.append(piece)
+    return parts
+
+
+def _logsumexp(a: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
+    """``log(sum(exp(a), axis))`` without overflow, and ``-inf`` (no warning) where all are -inf."""
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(out, axis=axis)
+
+
+# ------------------------------------------------------------------------------------------ trees
+
+
+class Tree:
+    """A constituency tree: a ``label`` and ``children``, each a :class:`Tree` or a word (``str``).
+
+    ``str(tree)`` is the bracketed format, ``(S (NP (Det the) (N cat)) (VP ...))``, which
+    :meth:`fromstring` reads back and ``nltk.Tree.fromstring`` reads too.
+    """
+
+    def __init__(self, label: str, children: Sequence[Tree | str]):
+        self.label = label
+        self.children = list(children)
+
+    # --- reading and writing
+    @classmethod
+    def fromstring(cls, text: str) -> Tree:
+        """Read a bracketed tree; ``ValueError`` naming the position of a bracket out of place."""
+        tokens = [(m.group(), m.start()) for m in re.finditer(r"\(|\)|[^\s()]+", text)]
+        if not tokens:
+            raise ValueError("empty tree string")
+        pos = 0
+
+        def parse() -> Tree:
+            nonlocal pos
+            if tokens[pos][0] != "(":
+                raise ValueError(f"expected '(' at character {tokens[pos][1]} of {text!r}")
+            pos += 1
+            if pos >= len(tokens) or tokens[pos][0] in "()":
+                raise ValueError(f"a tree needs a label after '(' in {text!r}")
+            label = tokens[pos][0]
+            pos += 1
+            children: list[Tree | str] = []
+            while pos < len(tokens) and tokens[pos][0] != ")":
+                if tokens[pos][0] == "(":
+                    children.append(parse())
+                else:
+                    children.append(tokens[pos][0])
+                    pos += 1
+            if pos >= len(tokens):
+                raise ValueError(f"missing ')' at the end of {text!r}")
+            pos += 1
+            return cls(label, children)
+
+        tree = parse()
+        if pos != len(tokens):
+            raise ValueError(f"text after the tree at character {tokens[pos][1]} of {text!r}")
+        return tree
+
+    def __str__(self) -> str:
+        inner = " ".join(str(c) for c in self.children)
+        return f"({self.label} {inner})" if inner else f"({self.label})"
+
+    def __repr__(self) -> str:
+        return f"Tree.fromstring({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tree) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    # --- reading off
+    def leaves(self) -> list[str]:
+        """The words, left to right."""
+        out: list[str] = []
+        for c in self.children:
+            out.extend(c.leaves() if isinstance(c, Tree) else [c])
+        return out
+
+    def is_preterminal(self) -> bool:
+        """A node over exactly one word, such as ``(N cat)``."""
+        return len(self.children) == 1 and isinstance(self.children[0], str)
+
+    def subtrees(self) -> Iterator[Tree]:
+        """Every node, in preorder (the root first)."""
+        yield self
+        for c in self.children:
+            if isinstance(c, Tree):
+                yield from c.subtrees()
+
+    def rules(self) -> list[Rule]:
+        """The rule used at every node, in preorder (a leftmost derivation's order)."""
+        out = []
+        for node in self.subtrees():
+            out.append(
+                Rule(
+                    node.label, tuple(c.label if isinstance(c, Tree) else c for c in node.children)
+                )
+            )
+        return out
+
+    def spans(self) -> list[tuple[str, int, int]]:
+        """``(label, i, j)`` of every node covering words ``i+1 .. j``, in preorder."""
+        out: list[tuple[str, int, int]] = []
+
+        def walk(node: Tree, start: int) -> int:
+            entry = len(out)
+            out.append((node.label, start, start))
+            end = start
+            for c in node.children:
+                end = walk(c, end) if isinstance(c, Tree) else end + 1
+            out[entry] = (node.label, start, end)
+            return end
+
+        walk(self, 0)
+        return out
+
+    def depth(self) -> int:
+        """Number of nodes on the longest path from the root to a word."""
+        return 1 + max((c.depth() for c in self.children if isinstance(c, Tree)), default=0)
+
+    # --- back from Chomsky normal form
+    @classmethod
+    def from_cnf(cls, tree: Tree) -> Tree:
+        """The original grammar's tree for a tree of the CNF grammar made by :func:`to_cnf`.
+
+        Undoes the three steps: a node ``A|<...>`` (binarisation) is spliced into its parent, a node
+        ``A+B+C`` (a collapsed unit chain) becomes ``A`` over ``B`` over ``C``, and a node
+        ``<w>`` (a terminal inside a long rule) becomes the word ``w`` itself.
+        """
+
+        def convert(node: Tree | str) -> list[Tree | str]:
+            """What ``node`` becomes in the original tree: a list, to splice into its parent."""
+            if isinstance(node, str):
+                return [node]
+            inner: list[Tree | str] = [x for c in node.children for x in convert(c)]
+            for label in reversed(_chain(node.label)):
+                if BIN_MARK in label or _is_term_symbol(label):
+                    continue  # binarisation helper or word wrapper: its children stay as they are
+                inner = [cls(label, inner)]
+            return inner
+
+        out = convert(tree)
+        if len(out) != 1 or not isinstance(out[0], Tree):
+            raise ValueError(f"{tree} is not a tree of a CNF grammar made by to_cnf")
+        return out[0]
+
+
+# ---------------------------------------------------------------------------------------- grammars
+
+
+class Rule(NamedTuple):
+    """A rule ``lhs -> rhs``: ``rhs`` a tuple of symbols (nonterminals and words)."""
+
+    lhs: str
+    rhs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.lhs} -> {' '.join(self.rhs)}"
+
+
+_ARROW = re.compile(r"^\s*([^\s'\"]+)\s*->(.*)$")
+_SYMBOL = re.compile(r"'([^']*)'|\"([^\"]*)\"|\[([^\]]*)\]|(\S+)")
+
+
+def _read_rules(text: str, probabilities: bool) -> tuple[list[Rule], list[float], set[str]]:
+    """Rules (and their ``[p]`` if ``probabilities``) from text, and the set of quoted symbols."""
+    rules: list[Rule] = []
+    probs: list[float] = []
+    terminals: set[str] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        m = _ARROW.match(line)
+        if not m:
+            raise ValueError(f"line {number}: {line!r} is not a rule of the form 'A -> B C | ...'")
+        lhs = m.group(1)
+        for alternative in m.group(2).split("|"):
+            rhs: list[str] = []
+            p = None
+            for sm in _SYMBOL.finditer(alternative):
+                word, word2, prob, symbol = sm.groups()
+                if prob is not None:
+                    try:
+                        p = float(prob)
+                    except ValueError:
+                        raise ValueError(f"line {number}: bad probability [{prob}]") from None
+                elif symbol is not None:
+                    if "'" in symbol or '"' in symbol:
+                        raise ValueError(f"line {number}: unbalanced quote in {symbol!r}")
+                    rhs.append(symbol)
+                else:
+                    terminal = word if word is not None else word2
+                    rhs.append(terminal)
+                    terminals.add(terminal)
+            if probabilities:
+                if p is None:
+                    raise ValueError(f"line {number}: rule {lhs} -> {' '.join(rhs)} has no [p]")
+                probs.append(p)
+            elif p is not None:
+                raise ValueError(f"line {number}: a CFG rule has no probability; use PCFG")
+            rules.append(Rule(lhs, tuple(rhs)))
+    if not rules:
+        raise ValueError("the grammar text has no rules")
+    return rules, probs, terminals
+
+
+@dataclass
+class CFG:
+    """A context-free grammar: rules and a start symbol.
+
+    The nonterminals are the symbols on the left of some rule; every other symbol is a terminal
+    (a word). ``CFG.fromstring`` reads the text form: one or more rules per line, alternatives
+    separated by ``|``, terminals in quotes, the first rule's left side the start symbol::
+
+        S -> NP VP
+        NP -> Det N | NP PP
+        Det -> 'the'
+    """
+
+    rules: list[Rule]
+    start: str
+    nonterminals: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rules = [Rule(r.lhs, tuple(r.rhs)) for r in self.rules]
+        self.nonterminals = {r.lhs for r in self.rules}
+        if self.start not in self.nonterminals:
+            raise ValueError(f"the start symbol {self.start!r} has no rule")
+
+    @classmethod
+    def fromstring(cls, text: str) -> CFG:
+        """Read a grammar; ``ValueError`` naming the line of a malformed rule, an unquoted symbol
+        that has no rule, or a quoted word that is also a nonterminal."""
+        rules, _, terminals = _read_rules(text, probabilities=False)
+        _validate(rules, terminals)
+        return cls(rules, rules[0].lhs)
+
+    def __str__(self) -> str:
+        return "\n".join(self._format(r) for r in self.rules)
+
+    def _format(self, rule: Rule) -> str:
+        return f"{rule.lhs} -> " + " ".join(
+            s if s in self.nonterminals else repr(s) for s in rule.rhs
+        )
+
+    def is_terminal(self, symbol: str) -> bool:
+        return symbol not in self.nonterminals
+
+    def by_lhs(self) -> dict[str, list[Rule]]:
+        """The rules of each nonterminal, in the grammar's order."""
+        out: dict[str, list[Rule]] = defaultdict(list)
+        for r in self.rules:
+            out[r.lhs].append(r)
+        return out
+
+    def is_cnf(self) -> bool:
+        """Every rule is ``A -> B C`` (two nonterminals) or ``A -> w`` (one word)."""
+        return all(_cnf_problem(self, r) == "" for r in self.rules)
+
+    def left_recursive(self) -> set[str]:
+        """The nonterminals ``A`` with a derivation ``A =>+ A ...`` (ignoring empty rules)."""
+        first: dict[str, set[str]] = {a: set() for a in self.nonterminals}
+        for r in self.rules:
+            if r.rhs and r.rhs[0] in self.nonterminals:
+                first[r.lhs].add(r.rhs[0])
+        changed = True
+        while changed:  # transitive closure of "can start with"
+            changed = False
+            for a in first:
+                new = set().union(*(first[b] for b in first[a])) - first[a]
+                if new:
+                    first[a] |= new
+                    changed = True
+        return {a for a in first if a in first[a]}
+
+    def language(self, max_len: int) -> set[tuple[str, ...]]:
+        """Every string of 1 to ``max_len`` words the grammar derives (brute force, for tests).
+
+        Expands the leftmost nonterminal of every sentential form, depth first, dropping forms
+        with more than ``max_len`` words; without empty rules every nonterminal yields at least one
+        word, so forms longer than ``max_len`` symbols are dropped too (with empty rules, longer
+        than ``3 max_len + 3``).
+        """
+        out: set[tuple[str, ...]] = set()
+        todo: list[tuple[str, ...]] = [(self.start,)]
+        seen = set(todo)
+        rules = self.by_lhs()
+        cap = 3 * max_len + 3 if any(len(r.rhs) == 0 for r in self.rules) else max_len
+        while todo:
+            form = todo.pop()
+            idx = next((k for k, s in enumerate(form) if s in self.nonterminals), None)
+            if idx is None:
+                if 0 < len(form) <= max_len:
+                    out.add(form)
+                continue
+            for r in rules[form[idx]]:
+                new = form[:idx] + r.rhs + form[idx + 1 :]
+                n_words = sum(1 for s in new if s not in self.nonterminals)
+                if n_words <= max_len and len(new) <= cap and new not in seen:
+                    seen.add(new)
+                    todo.append(new)
+        return out
+
+
+def _validate(rules: Sequence[Rule], terminals: set[str]) -> None:
+    nonterminals = {r.lhs for r in rules}
+    clash = terminals & nonterminals
+    if clash:
+        raise ValueError(f"{sorted(clash)[0]!r} is both a quoted word and a nonterminal")
+    for r in rules:
+        for s in r.rhs:
+            if s not in terminals and s not in nonterminals:
+                raise ValueError(
+                    f"rule {r}: {s!r} is not quoted (so a nonterminal) but has no rule; "
+                    f"quote words, e.g. '{s}'"
+                )
+
+
+def _cnf_problem(g: CFG, r: Rule) -> str:
+    """'' if the rule is in CNF, else what is wrong with it."""
+    if len(r.rhs) == 1 and g.is_terminal(r.rhs[0]):
+        return ""
+    if len(r.rhs) == 2 and all(s in g.nonterminals for s in r.rhs):
+        return ""
+    if len(r.rhs) == 0:
+        return "it is empty (an epsilon rule)"
+    if len(r.rhs) == 1:
+        return "it is a unit rule (one nonterminal on the right)"
+    if len(r.rhs) == 2:
+        return "a word stands beside a nonterminal"
+    return f"it has {len(r.rhs)} symbols on the right"
+
+
+# ------------------------------------------------------------------------- top-down and bottom-up
+
+
+class Step(NamedTuple):
+    """One step of a parser: ``action`` (``expand``, ``match``, ``fail``, ``backtrack``, ``shift``,
+    ``reduce``, ``parse``), what it acted on, the position in the sentence and the parser's state
+    (the symbols still to expand, or the stack) as text."""
+
+    action: str
+    what: str
+    position: int
+    state: str
+
+
+class StepLimitExceeded(RuntimeError):
+    """A naive parser took more than ``max_steps`` steps (left recursion or a unit cycle)."""
+
+
+@reference
+def recursive_descent(
+    grammar: CFG, words: Sequence[str], trace: bool = False, max_steps: int = 100_000
+) -> tuple[list[Step], list[Tree]]:
+    """Top-down, depth-first parsing with backtracking; returns ``(steps, trees)``.
+
+    The parser keeps the list of symbols it still has to find (its *frontier*, at first the start
+    symbol). It always works on the leftmost one: a nonterminal is *expanded* with each of its
+    rules in turn (the grammar's order), a word is *matched* against the next word of the
+    sentence; when a word does not match, or the words run out, it *backtracks* to the last
+    choice and tries the next rule. Every complete parse is collected, in the order found (the
+    leftmost derivation of each tree is the sequence of its ``expand`` steps).
+
+    ``steps`` lists every step if ``trace`` (else it is empty). More than ``max_steps`` steps
+    raise :class:`StepLimitExceeded`: a left-recursive rule ``A -> A ...`` makes this naive parser
+    expand forever.
+    """
+    words = _check_words(grammar, words)
+    steps: list[Step] = []
+    trees: list[Tree] = []
+    count = 0
+    rules = grammar.by_lhs()
+
+    def record(action: str, what: str, pos: int, frontier: list) -> None:
+        nonlocal count
+        count += 1
+        if count > max_steps:
+            raise StepLimitExceeded(
+                f"recursive descent took more than {max_steps} steps; left-recursive "
+                f"nonterminals: {sorted(grammar.left_recursive()) or 'none'}"
+            )
+        if trace:
+            state = " ".join(sym for sym, _ in frontier)
+            steps.append(Step(action, what, pos, state))
+
+    def search(frontier: list[tuple[str, Tree | None]], pos: int, root: Tree) -> None:
+        if not frontier:
+            if pos == len(words):
+                record("parse", str(root), pos, frontier)
+                trees.append(Tree.fromstring(str(root)))
+            else:
+                record("fail", f"the tree is complete but {words[pos]!r} is left", pos, frontier)
+            return
+        symbol, node = frontier[0]
+        rest = frontier[1:]
+        if grammar.is_terminal(symbol):
+            if pos < len(words) and words[pos] == symbol:
+                record("match", symbol, pos, frontier)
+                search(rest, pos + 1, root)
+            else:
+                got = repr(words[pos]) if pos < len(words) else "the end of the sentence"
+                record("fail", f"{symbol!r} does not match {got}", pos, frontier)
+            return
+        assert node is not None
+        for i, rule in enumerate(rules[symbol]):
+            if i > 0:
+                record("backtrack", f"undo {grammar._format(rules[symbol][i - 1])}", pos, frontier)
+            node.children = []
+            new: list[tuple[str, Tree | None]] = []
+            for s in rule.rhs:
+                if grammar.is_terminal(s):
+                    node.children.append(s)
+                    new.append((s, None))
+                else:
+                    child = Tree(s, [])
+                    node.children.append(child)
+                    new.append((s, child))
+            record("expand", grammar._format(rule), pos, frontier)
+            search(new + rest, pos, root)
+        node.children = []
+
+    root = Tree(grammar.start, [])
+    search([(grammar.start, root)], 0, root)
+    return steps, trees
+
+
+@reference
+def shift_reduce(
+    grammar: CFG, words: Sequence[str], trace: bool = False, max_steps: int = 100_000
+) -> tuple[list[Step], list[Tree]]:
+    """Bottom-up parsing: every sequence of shifts and reductions, with backtracking.
+
+    The parser keeps a *stack* of trees and the words not yet read. At each state it first tries
+    every *reduction* (a rule whose right side matches the top of the stack replaces those trees
+    by one tree with the rule's left side), in the grammar's order, then a *shift* (push the next
+    word); it parses when the stack holds one tree labelled with the start symbol and no word is
+    left, and backtracks when nothing applies. Returns ``(steps, trees)`` as
+    :func:`recursive_descent`. Grammars with empty rules are refused (a reduction of nothing
+    could be applied forever).
+    """
+    words = _check_words(grammar, words)
+    if any(len(r.rhs) == 0 for r in grammar.rules):
+        raise ValueError("shift_reduce needs a grammar without empty (epsilon) rules")
+    steps: list[Step] = []
+    trees: list[Tree] = []
+    count = 0
+
+    def label(x: Tree | str) -> str:
+        return x.label if isinstance(x, Tree) else x
+
+    def record(action: str, what: str, pos: int, stack: list) -> None:
+        nonlocal count
+        count += 1
+        if count > max_steps:
+            raise StepLimitExceeded(f"shift-reduce took more than {max_steps} steps")
+        if trace:
+            state = " ".join(label(x) for x in stack) + " | " + " ".join(words[pos:])
+            steps.append(Step(action, what, pos, state))
+
+    def search(stack: list[Tree | str], pos: int) -> None:
+        if pos == len(words) and len(stack) == 1 and label(stack[0]) == grammar.start:
+            if isinstance(stack[0], Tree):
+                record("parse", str(stack[0]), pos, stack)
+                trees.append(stack[0])
+        tried = False
+        for rule in grammar.rules:
+            k = len(rule.rhs)
+            if k <= len(stack) and tuple(label(x) for x in stack[len(stack) - k :]) == rule.rhs:
+                if tried:
+                    record("backtrack", "", pos, stack)
+                tried = True
+                new = stack[: len(stack) - k] + [Tree(rule.lhs, stack[len(stack) - k :])]
+                record("reduce", grammar._format(rule), pos, new)
+                search(new, pos)
+        if pos < len(words):
+            if tried:
+                record("backtrack", "", pos, stack)
+            record("shift", words[pos], pos + 1, stack + [words[pos]])
+            search(stack + [words[pos]], pos + 1)
+
+    search([], 0)
+    return steps, trees
+
+
+def _check_words(grammar: CFG, words: Sequence[str]) -> list[str]:
+    """The words as a list; ``ValueError`` naming words no rule of the grammar produces."""
+    if isinstance(words, str):
+        raise ValueError(f"pass a list of words, not the string {words!r} (use .split())")
+    words = list(words)
+    if not words:
+        raise ValueError("the sentence is empty: there is nothing to parse")
+    known = {s for r in grammar.rules for s in r.rhs if grammar.is_terminal(s)}
+    unknown = [w for w in words if w not in known]
+    if unknown:
+        raise ValueError(
+            f"the grammar has no rule for the word(s) {sorted(set(unknown))!r}: "
+            "no tree can cover them"
+        )
+    return words
+
+
+# ------------------------------------------------------------------------ Chomsky normal form
+
+
+@dataclass
+class CNFRule:
+    """A rule of a grammar in Chomsky normal form, with what it stands for in the original.
+
+    ``label`` is the label its tree node gets (``A``, or ``A+B`` for a collapsed unit chain, see
+    :meth:`Tree.from_cnf`); ``origin`` lists the original grammar's rules one use of this rule
+    stands for (empty for the helper rules that binarisation and TERM add); ``logp`` its log
+    probability (0 in a CFG).
+    """
+
+    lhs: str
+    rhs: tuple[str, ...]
+    label: str
+    origin: tuple[Rule, ...]
+    logp: float = 0.0
+
+
+class CNFGrammar(CFG):
+    """A CFG in Chomsky normal form, made by :func:`to_cnf`: each rule has its :class:`CNFRule`
+    (``cnf_rules[i]`` for ``rules[i]``). :func:`cky` takes one of these, or any CFG in CNF."""
+
+    def __init__(self, cnf_rules: list[CNFRule], start: str, source: CFG | None = None):
+        self.cnf_rules = cnf_rules
+        self.source = source
+        super().__init__([Rule(r.lhs, r.rhs) for r in cnf_rules], start)
+
+
+def _as_cnf_grammar(grammar: CFG) -> CNFGrammar:
+    """A CNF grammar as a :class:`CNFGrammar`, or ``ValueError`` naming a rule that is not CNF."""
+    if isinstance(grammar, CNFGrammar):
+        return grammar
+    for r in grammar.rules:
+        problem = _cnf_problem(grammar, r)
+        if problem:
+            raise ValueError(
+                f"the grammar is not in Chomsky normal form: the rule {grammar._format(r)} is not "
+                f"A -> B C or A -> 'w' ({problem}); convert it with to_cnf(grammar)"
+            )
+    logps = getattr(grammar, "logps", [0.0] * len(grammar.rules))
+    return CNFGrammar(
+        [
+            CNFRule(r.lhs, r.rhs, r.lhs, (r,), lp)
+            for r, lp in zip(grammar.rules, logps, strict=True)
+        ],
+        grammar.start,
+        grammar,
+    )
+
+
+def to_cnf(grammar: CFG) -> CNFGrammar:
+    """The grammar in Chomsky normal form, eq. (parse-cnf): rules ``A -> B C`` and ``A -> w``.
+
+    Four steps, in this order (SLP3 17.5, Hopcroft, Motwani & Ullman 7.1):
+
+    1. TERM: a word ``w`` inside a rule with two or more symbols is replaced by a new
+       nonterminal ``<w>`` with the rule ``<w> -> w``;
+    2. BIN: a rule ``A -> B C D ...`` becomes ``A -> B A|<C-D-...>``, ``A|<C-D-...> -> C A|<D-...>``
+       and so on, each new rule binary;
+    3. DEL (only if there are empty rules): every nonterminal that can derive the empty string is
+       *nullable*; each rule gets a copy without each subset of its nullable symbols (never all of
+       them), and the empty rules go. The empty string itself leaves the language;
+    4. UNIT: each chain of unit rules ``A -> B -> ... -> Z`` followed by a non-unit rule
+       ``Z -> rhs`` becomes one rule ``A -> rhs`` labelled ``A+B+...+Z``; chains that repeat a
+       symbol are left out.
+
+    For a :class:`PCFG` the rules keep probabilities: the rule that begins a binarised chain
+    carries the original probability, the helper rules probability 1, a collapsed chain the
+    product along it. Every tree of the CNF grammar then maps to one tree of the original
+    (:meth:`Tree.from_cnf`) with the same probability. PCFGs with empty rules or unit cycles are
+    refused (their sums would need infinite series).
+    """
+    is_pcfg = isinstance(grammar, PCFG)
+    has_empty = any(len(r.rhs) == 0 for r in grammar.rules)
+    logps = grammar.logps if is_pcfg else [0.0] * len(grammar.rules)  # type: ignore[attr-defined]
+    if is_pcfg and has_empty:
+        raise ValueError("to_cnf does not convert PCFGs with empty (epsilon) rules")
+    is_nt = grammar.nonterminals.__contains__
+
+    # 1. TERM and 2. BIN; rules as (lhs, rhs, logp, origin)
+    work: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]] = []
+    added: set[tuple[str, tuple[str, ...]]] = set()
+
+    def add_helper(lhs: str, rhs: tuple[str, ...]) -> None:
+        if (lhs, rhs) not in added:
+            added.add((lhs, rhs))
+            work.append((lhs, rhs, 0.0, ()))
+
+    for rule, lp in zip(grammar.rules, logps, strict=True):
+        rhs = rule.rhs
+        if len(rhs) >= 2:
+            new_rhs: list[str] = []
+            for s in rhs:
+                if is_nt(s):
+                    new_rhs.append(s)
+                else:
+                    add_helper(_term_symbol(s), (s,))
+                    new_rhs.append(_term_symbol(s))
+            rhs = tuple(new_rhs)
+        if len(rhs) <= 2:
+            work.append((rule.lhs, rhs, lp, (rule,)))
+            continue
+        name = f"{rule.lhs}{BIN_MARK}{'-'.join(rhs[1:])}>"
+        work.append((rule.lhs, (rhs[0], name), lp, (rule,)))
+        for k in range(1, len(rhs) - 2):
+            nxt = f"{rule.lhs}{BIN_MARK}{'-'.join(rhs[k + 1 :])}>"
+            add_helper(name, (rhs[k], nxt))
+            name = nxt
+        add_helper(name, rhs[-2:])
+
+    nonterminals = {lhs for lhs, *_ in work}
+
+    # 3. DEL
+    if has_empty:
+        nullable: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs, _, _ in work:
+                if lhs not in nullable and all(s in nullable for s in rhs):
+                    nullable.add(lhs)
+                    changed = True
+        new_work: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]] = []
+        seen = set()
+        for lhs, rhs, lp, origin in work:
+            options = [((s,), ()) if s in nullable else ((s,),) for s in rhs]
+            for choice in itertools.product(*options):
+                kept = tuple(s for part in choice for s in part)
+                if kept and (lhs, kept, origin) not in seen:
+                    seen.add((lhs, kept, origin))
+                    new_work.append((lhs, kept, lp, origin))
+        work = new_work
+
+    # 4. UNIT: collapse chains
+    def is_unit(rhs: tuple[str, ...]) -> bool:
+        return len(rhs) == 1 and rhs[0] in nonterminals
+
+    units: dict[str, list[tuple[str, float, tuple[Rule, ...]]]] = defaultdict(list)
+    for lhs, rhs, lp, origin in work:
+        if is_unit(rhs):
+            units[lhs].append((rhs[0], lp, origin))
+    # chains[A] = [(Z, chain labels A..Z, logp, origin)], every cycle-free chain from A
+    chains: dict[str, list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]]] = {}
+    for a in sorted(nonterminals):
+        found: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]] = [(a, (a,), 0.0, ())]
+        todo = list(found)
+        while todo:
+            z, labels, lp, origin = todo.pop()
+            for b, lp2, origin2 in units.get(z, []):
+                if b in labels:
+                    if is_pcfg:
+                        raise ValueError(
+                            f"the PCFG has a unit cycle through {' -> '.join(labels + (b,))}"
+                        )
+                    continue
+                item = (b, labels + (b,), lp + lp2, origin + origin2)
+                found.append(item)
+                todo.append(item)
+        chains[a] = found
+    by_lhs: dict[str, list] = defaultdict(list)
+    for lhs, rhs, lp, origin in work:
+        if not is_unit(rhs):
+            by_lhs[lhs].append((rhs, lp, origin))
+    cnf_rules = []
+    for a in sorted(nonterminals, key=lambda s: (s != grammar.start, s)):
+        for z, labels, lp, origin in chains[a]:
+            for rhs, lp2, origin2 in by_lhs.get(z, []):
+                label = UNIT_MARK.join(labels)
+                cnf_rules.append(CNFRule(a, rhs, label, origin + origin2, lp + lp2))
+    if not any(r.lhs == grammar.start for r in cnf_rules):
+        raise ValueError("the grammar derives no sentence of one word or more")
+    # drop rules using nonterminals that have no rule left (e.g. only empty ones)
+    while True:
+        lhs_set = {r.lhs for r in cnf_rules}
+        usable = [r for r in cnf_rules if len(r.rhs) == 1 or all(s in lhs_set for s in r.rhs)]
+        if len(usable) == len(cnf_rules):
+            break
+        cnf_rules = usable
+    out = CNFGrammar(cnf_rules, grammar.start, grammar)
+    for r in cnf_rules:  # a word must stay a word: no nonterminal of that name
+        if len(r.rhs) == 1 and r.rhs[0] in out.nonterminals:
+            raise AssertionError(f"unit rule left after UNIT: {r}")
+    return out
+
+
+# -------------------------------------------------------------------------------------------- CKY
+
+
+@dataclass
+class Chart:
+    """The CKY chart of a sentence: ``cells[i][j]`` maps each nonterminal ``A`` that derives words
+    ``i+1 .. j`` to its back pointers, one per way to build it: ``(rule index, k)`` for a binary
+    rule split at ``k``, ``(rule index, None)`` for a word. ``counts[i][j][A]`` is the number of
+    trees of ``A`` over the span (a Python int: exact however large)."""
+
+    grammar: CNFGrammar
+    words: list[str]
+    cells: list[list[dict[str, list[tuple[int, int | None]]]]]
+    counts: list[list[dict[str, int]]]
+
+    @property
+    def n(self) -> int:
+        return len(self.words)
+
+    def recognises(self) -> bool:
+        """Whether the start symbol derives the whole sentence, eq. (parse-cky-accept)."""
+        return self.grammar.start in self.cells[0][self.n]
+
+    def count(self) -> int:
+        """The number of trees of the whole sentence."""
+        return self.counts[0][self.n].get(self.grammar.start, 0)
+
+    def table(self) -> dict[tuple[int, int], list[str]]:
+        """``{(i, j): sorted nonterminals}`` for every non-empty cell (for the chart figure)."""
+        return {
+            (i, j): sorted(self.cells[i][j])
+            for i in range(self.n)
+            for j in range(i + 1, self.n + 1)
+            if self.cells[i][j]
+        }
+
+    def trees(self, symbol: str | None = None, i: int = 0, j: int | None = None) -> Iterator[Tree]:
+        """Every tree of ``symbol`` over the span, generated lazily (CNF labels; map them back
+        with :meth:`Tree.from_cnf`)."""
+        symbol = self.grammar.start if symbol is None else symbol
+        j = self.n if j is None else j
+        for rule_index, k in self.cells[i][j].get(symbol, []):
+            rule = self.grammar.cnf_rules[rule_index]
+            if k is None:
+                yield Tree(rule.label, [self.words[i]])
+                continue
+            b, c = rule.rhs
+            for left in self.trees(b, i, k):
+                for right in self.trees(c, k, j):
+                    yield Tree(rule.label, [left, right])
+
+
+@reference
+def cky(grammar: CFG, words: Sequence[str]) -> Chart:
+    """The CKY chart of ``words`` for a grammar in CNF, eq. (parse-cky).
+
+    For spans of length 1, the cell ``(i, i+1)`` gets every ``A`` with a rule ``A -> w_{i+1}``;
+    for longer spans, shortest first, the cell ``(i, j)`` gets ``A`` for every rule ``A -> B C``
+    and split ``i < k < j`` with ``B`` in ``(i, k)`` and ``C`` in ``(k, j)``, with a back pointer,
+    and ``count(A, i, j) = sum count(B, i, k) count(C, k, j)`` over those. Time
+    ``O(n^3 |G|)`` for ``n`` words and ``|G|`` binary rules. A grammar not in CNF, or a word
+    without a lexical rule, raises ``ValueError`` naming it.
+    """
+    cnf = _as_cnf_grammar(grammar)
+    words = _check_words(cnf, words)
+    n = len(words)
+    lexical: dict[str, list[int]] = defaultdict(list)
+    binary: dict[tuple[str, str], list[int]] = defaultdict(list)  # (B, C) -> rules A -> B C
+    for index, r in enumerate(cnf.cnf_rules):
+        if len(r.rhs) == 1:
+            lexical[r.rhs[0]].append(index)
+        else:
+            binary[(r.rhs[0], r.rhs[1])].append(index)
+    cells: list[list[dict]] = [[defaultdict(list) for _ in range(n + 1)] for _ in range(n + 1)]
+    counts: list[list[dict]] = [[defaultdict(int) for _ in range(n + 1)] for _ in range(n + 1)]
+    for i, w in enumerate(words):
+        for index in lexical[w]:
+            a = cnf.cnf_rules[index].lhs
+            cells[i][i + 1][a].append((index, None))
+            counts[i][i + 1][a] += 1
+    for length in range(2, n + 1):
+        for i in range(0, n - length + 1):
+            j = i + length
+            for k in range(i + 1, j):
+                for b, count_b in counts[i][k].items():
+                    for c, count_c in counts[k][j].items():
+                        for index in binary.get((b, c), ()):
+                            a = cnf.cnf_rules[index].lhs
+                            cells[i][j][a].append((index, k))
+                            counts[i][j][a] += count_b * count_c
+    return Chart(
+        cnf,
+        words,
+        [[dict(c) for c in row] for row in cells],
+        [[dict(c) for c in row] for row in counts],
+    )
+
+
+def parse(grammar: CFG, words: Sequence[str]) -> list[Tree]:
+    """Every tree of ``words`` under any CFG, in the original grammar's labels (CKY on the CNF)."""
+    cnf = grammar if grammar.is_cnf() and not isinstance(grammar, PCFG) else to_cnf(grammar)
+    return [Tree.from_cnf(t) for t in cky(cnf, words).trees()]
+
+
+# ------------------------------------------------------------------------------------------ PCFGs
+
+
+class PCFG(CFG):
+    """A probabilistic CFG: each rule has a probability, and the rules of each nonterminal sum to 1.
+
+    The probability of a tree is the product of the probabilities of its rules, eq.
+    (parse-tree-prob); of a sentence, the sum over its trees, eq. (parse-sentence). ``logps[i]``
+    is the log probability of ``rules[i]``. Text form: ``S -> NP VP [0.9] | VP [0.1]``.
+    """
+
+    def __init__(self, rules: list[Rule], start: str, probs: Sequence[float], tol: float = 1e-6):
+        super().__init__(rules, start)
+        probs = [float(p) for p in probs]
+        if len(probs) != len(self.rules):
+            raise ValueError(f"{len(self.rules)} rules but {len(probs)} probabilities")
+        for r, p in zip(self.rules, probs, strict=True):
+            if not 0 <= p <= 1 or math.isnan(p):
+                raise ValueError(f"the rule {self._format(r)} has probability {p}, not in [0, 1]")
+        total: dict[str, float] = defaultdict(float)
+        for r, p in zip(self.rules, probs, strict=True):
+            total[r.lhs] += p
+        for a, s in total.items():
+            if abs(s - 1) > tol:
+                raise ValueError(f"the probabilities of the rules of {a} sum to {s:.6g}, not 1")
+        with np.errstate(divide="ignore"):
+            self.logps = [float(np.log(p)) for p in probs]
+        self._cnf: CNFGrammar | None = None
+        self._tables: _Tables | None = None
+
+    @classmethod
+    def fromstring(cls, text: str) -> PCFG:  # type: ignore[override]
+        rules, probs, terminals = _read_rules(text, probabilities=True)
+        _validate(rules, terminals)
+        return cls(rules, rules[0].lhs, probs)
+
+    def __str__(self) -> str:
+        return "\n".join(
+            f"{self._format(r)} [{math.exp(lp):.6g}]"
+            for r, lp in zip(self.rules, self.logps, strict=True)
+        )
+
+    def prob(self, rule: Rule) -> float:
+        """P(rule), 0 for a rule the grammar does not have."""
+        for r, lp in zip(self.rules, self.logps, strict=True):
+            if r == rule:
+                return math.exp(lp)
+        return 0.0
+
+    # --- estimation
+    @classmethod
+    def fit(cls, trees: Iterable[Tree]) -> PCFG:
+        """Relative-frequency (maximum-likelihood) estimate from a treebank, eq. (parse-mle):
+        ``P(A -> rhs) = c(A -> rhs) / c(A)``. The start symbol is the roots' label."""
+        counts: Counter[Rule] = Counter()
+        roots: Counter[str] = Counter()
+        for t in trees:
+            roots[t.label] += 1
+            counts.update(t.rules())
+        if not counts:
+            raise ValueError("PCFG.fit needs at least one tree")
+        if len(roots) > 1:
+            raise ValueError(f"the trees have different root labels: {dict(roots)}")
+        return cls.from_counts(counts, next(iter(roots)))
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[Rule, float], start: str) -> PCFG:
+        """The PCFG with ``P(A -> rhs) = counts[A -> rhs] / sum of A's counts``."""
+        total: dict[str, float] = defaultdict(float)
+        for r, c in counts.items():
+            total[r.lhs] += c
+        rules = sorted(counts, key=lambda r: (r.lhs != start, r.lhs, r.rhs))
+        return cls(rules, start, [counts[r] / total[r.lhs] for r in rules])
+
+    # --- sampling
+    def sample(self, rng: np.random.Generator, max_depth: int = 40) -> Tree:
+        """A tree drawn top-down from the grammar; ``RuntimeError`` past ``max_depth`` levels."""
+        by_lhs: dict[str, list[int]] = defaultdict(list)
+        for index, r in enumerate(self.rules):
+            by_lhs[r.lhs].append(index)
+
+        def draw(symbol: str, depth: int) -> Tree:
+            if depth > max_depth:
+                raise RuntimeError(f"sampled tree deeper than {max_depth}: resample")
+            options = by_lhs[symbol]
+            p = np.exp([self.logps[i] for i in options])
+            rule = self.rules[options[rng.choice(len(options), p=p / p.sum())]]
+            return Tree(
+                symbol,
+                [draw(s, depth + 1) if s in self.nonterminals else s for s in rule.rhs],
+            )
+
+        return draw(self.start, 0)
+
+    def tree_logprob(self, tree: Tree) -> float:
+        """log P(tree) = sum of the log probabilities of its rules, eq. (parse-tree-prob)."""
+        index = {r: lp for r, lp in zip(self.rules, self.logps, strict=True)}
+        return float(sum(index.get(r, -math.inf) for r in tree.rules()))
+
+    # --- the dynamic programs
+    def cnf(self) -> CNFGrammar:
+        """The grammar in CNF (cached; see :func:`to_cnf`)."""
+        if self._cnf is None:
+            self._cnf = to_cnf(self)
+        return self._cnf
+
+    def _arrays(self) -> _Tables:
+        if self._tables is None:
+            self._tables = _Tables(self.cnf())
+        return self._tables
+
+    def viterbi(self, words: Sequence[str]) -> tuple[Tree | None, float]:
+        """The most probable tree and its log probability, by Viterbi CKY, eq. (parse-viterbi).
+
+        Returns ``(None, -inf)`` if no tree covers the sentence.
+        """
+        return viterbi_cky(self, words)
+
+    def inside(self, words: Sequence[str]) -> float:
+        """log P(words), the sum over all trees, by the inside algorithm, eq. (parse-inside)."""
+        return inside(self, words)
+
+    def outside(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The inside and outside tables of ``words``, each ``(n+1, n+1, N)`` (see
+        :func:`inside_outside_tables`)."""
+        tables = inside_outside_tables(self, words)
+        return tables.inside, tables.outside
+
+    def expected_counts(self, words: Sequence[str]) -> dict[Rule, float]:
+        """E[c(rule) | words] for each rule of this grammar, eq. (parse-count)."""
+        return inside_outside_tables(self, words).expected_counts()
+
+    def inside_outside(
+        self, sentences: Sequence[Sequence[str]], iters: int = 5, tol: float = 0.0
+    ) -> tuple[PCFG, list[float]]:
+        """Inside-outside (EM) re-estimation, eq. (parse-em); returns ``(new grammar, history)``.
+
+        Each iteration computes the expected rule counts over all ``sentences`` under the current
+        grammar (E step) and re-normalises them (M step): ``P'(A -> rhs) = E[c(A -> rhs)] /
+        E[c(A)]``. ``history[t]`` is the total log likelihood ``sum log P(sentence)`` under the
+        grammar of iteration ``t`` (``history[0]`` the initial grammar's); EM guarantees it never
+        decreases. Stops early when it improves by less than ``tol``. A rule whose expected count
+        is 0 keeps probability 0; a nonterminal never used keeps its old probabilities.
+        """
+        grammar: PCFG = self
+        history: list[float] = []
+        for it in range(iters + 1):
+            total_counts: dict[Rule, float] = defaultdict(float)
+            loglik = 0.0
+            for words in sentences:
+                tables = inside_outside_tables(grammar, words)
+                if tables.logZ == -math.inf:
+                    raise ValueError(f"the sentence {' '.join(words)!r} has no tree")
+                loglik += tables.logZ
+                for r, c in tables.expected_counts().items():
+                    total_counts[r] += c
+            history.append(loglik)
+            if it == iters or (it > 0 and history[-1] - history[-2] < tol):
+                break
+            grammar = grammar._reestimate(total_counts)
+        return grammar, history
+
+    def _reestimate(self, counts: dict[Rule, float]) -> PCFG:
+        total: dict[str, float] = defaultdict(float)
+        for r in self.rules:
+            total[r.lhs] += counts.get(r, 0.0)
+        probs = [
+            counts.get(r, 0.0) / total[r.lhs] if total[r.lhs] > 0 else math.exp(lp)
+            for r, lp in zip(self.rules, self.logps, strict=True)
+        ]
+        return PCFG(self.rules, self.start, probs)
+
+
+class _Tables:
+    """A CNF PCFG as arrays for the vectorised dynamic programs.
+
+    Nonterminals are numbered ``0 .. N-1``; binary rule ``r`` is ``A[r] -> B[r] C[r]`` with log
+    probability ``logp[r]``, and ``by_lhs`` is a ``(N, R_max)`` table of the rules of each
+    nonterminal (padded with ``R``, the index of a rule that is always -inf).
+    """
+
+    def __init__(self, cnf: CNFGrammar):
+        self.cnf = cnf
+        self.symbols = sorted(cnf.nonterminals, key=lambda s: (s != cnf.start, s))
+        self.index = {s: k for k, s in enumerate(self.symbols)}
+        N = len(self.symbols)
+        self.binary = [k for k, r in enumerate(cnf.cnf_rules) if len(r.rhs) == 2]
+        rules = [cnf.cnf_rules[k] for k in self.binary]
+        self.A = np.array([self.index[r.lhs] for r in rules], dtype=int)  # (R,)
+        self.B = np.array([self.index[r.rhs[0]] for r in rules], dtype=int)  # (R,)
+        self.C = np.array([self.index[r.rhs[1]] for r in rules], dtype=int)  # (R,)
+        self.logp = np.array([r.logp for r in rules], dtype=float)  # (R,)
+        R = len(rules)
+        self.by_lhs = _padded_groups(self.A, N, R)  # (N, R_max)
+        self.by_left = _padded_groups(self.B, N, R)  # (N, R_max)
+        self.by_right = _padded_groups(self.C, N, R)  # (N, R_max)
+        self.lexical: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+        for k, r in enumerate(cnf.cnf_rules):
+            if len(r.rhs) == 1:
+                self.lexical[r.rhs[0]].append((k, self.index[r.lhs], r.logp))
+
+    def word_scores(self, words: Sequence[str], combine: str) -> np.ndarray:
+        """``(n, N)``: the log probability of ``A -> w_{i+1}`` (max or logsumexp over the rules
+        with that left side and word, which differ only in their labels)."""
+        unknown = sorted({w for w in words if w not in self.lexical})
+        if unknown:
+            raise ValueError(f"the grammar has no rule for the word(s) {unknown!r}")
+        out = np.full((len(words), len(self.symbols)), -np.inf)  # (n, N)
+        for i, w in enumerate(words):
+            for _, a, lp in self.lexical[w]:
+                out[i, a] = np.logaddexp(out[i, a], lp) if combine == "sum" else max(out[i, a], lp)
+        return out
+
+
+def _padded_groups(keys: np.ndarray, N: int, pad: int) -> np.ndarray:
+    """``(N, max group size)`` table: row ``a`` lists the indices ``r`` with ``keys[r] == a``,
+    padded with ``pad``."""
+    groups: list[list[int]] = [[] for _ in range(N)]
+    for r, a in enumerate(keys):
+        groups[a].append(r)
+    width = max(1, max(len(g) for g in groups))
+    out = np.full((N, width), pad, dtype=int)
+    for a, g in enumerate(groups):
+        out[a, : len(g)] = g
+    return out
+
+
+def _pcfg_words(grammar: PCFG, words: Sequence[str]) -> list[str]:
+    if not isinstance(grammar, PCFG):
+        raise TypeError(f"expected a PCFG, got a {type(grammar).__name__}")
+    if isinstance(words, str):
+        raise ValueError(f"pass a list of words, not the string {words!r} (use .split())")
+    words = list(words)
+    if not words:
+        raise ValueError("the sentence is empty: there is nothing to parse")
+    return words
+
+
+def _span_scores(
+    chart: np.ndarray, tab: _Tables, length: int, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For all spans ``(i, i+length)`` and splits ``k = i+m``: the score of every binary rule,
+    ``logp[r] + chart[i, k, B[r]] + chart[k, j, C[r]]``, shape ``(n_i, m, R)``; and the start and
+    split indices ``(n_i, 1)``, ``(1, m)``."""
+    I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
+    M = np.arange(1, length)[None, :]  # (1, m) split offsets
+    left = chart[I, I + M]  # (n_i, m, N): spans (i, k)
+    right = chart[I + M, I + length]  # (n_i, m, N): spans (k, j)
+    scores = left[:, :, tab.B] + right[:, :, tab.C] + tab.logp  # (n_i, m, R)
+    return scores, I, M
+
+
+def _with_pad(scores: np.ndarray) -> np.ndarray:
+    """Append the always -inf rule ``R`` that pads the group tables."""
+    pad = np.full(scores.shape[:-1] + (1,), -np.inf)
+    return np.concatenate([scores, pad], axis=-1)  # (..., R+1)
+
+
+@reference
+def inside(grammar: PCFG, words: Sequence[str]) -> float:
+    """log P(words) summed over every tree, the inside algorithm, eq. (parse-inside)."""
+    return _inside_chart(grammar, words)[0][0, -1, 0]
+
+
+def _inside_chart(grammar: PCFG, words: Sequence[str]) -> tuple[np.ndarray, _Tables]:
+    """The inside table ``beta``, ``(n+1, n+1, N)``: ``beta[i, j, A] = log P(A =>* w_{i+1..j})``."""
+    words = _pcfg_words(grammar, words)
+    tab = grammar._arrays()
+    n, N = len(words), len(tab.symbols)
+    beta = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
+    beta[np.arange(n), np.arange(1, n + 1)] = tab.word_scores(words, "sum")
+    for length in range(2, n + 1):
+        scores, I, _ = _span_scores(beta, tab, length, n)  # (n_i, m, R)
+        per_rule = _logsumexp(scores, axis=1)  # (n_i, R): summed over the split k
+        grouped = _with_pad(per_rule)[:, tab.by_lhs]  # (n_i, N, R_max)
+        beta[I[:, 0], I[:, 0] + length] = _logsumexp(grouped, axis=2)  # (n_i, N)
+    return beta, tab
+
+
+@reference
+def viterbi_cky(grammar: PCFG, words: Sequence[str]) -> tuple[Tree | None, float]:
+    """The most probable tree (original grammar's labels) and its log probability, Viterbi CKY,
+    eq. (parse-viterbi): the inside recursion with max instead of sum, and back pointers
+    ``(rule, split)`` per span and nonterminal. ``(None, -inf)`` if no tree covers the words."""
+    words = _pcfg_words(grammar, words)
+    tab = grammar._arrays()
+    n, N = len(words), len(tab.symbols)
+    delta = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
+    backptr_rule = np.full((n + 1, n + 1, N), -1, dtype=int)  # index into cnf_rules
+    backptr_split = np.full((n + 1, n + 1, N), -1, dtype=int)  # k
+    word_best = np.full((n, N), -np.inf)  # (n, N)
+    for i, w in enumerate(words):
+        if w not in tab.lexical:
+            raise ValueError(f"the grammar has no rule for the word {w!r}")
+        for k, a, lp in tab.lexical[w]:
+            if lp > word_best[i, a]:
+                word_best[i, a] = lp
+                backptr_rule[i, i + 1, a] = k
+    delta[np.arange(n), np.arange(1, n + 1)] = word_best
+    R = len(tab.binary)
+    for length in range(2, n + 1):
+        scores, I, M = _span_scores(delta, tab, length, n)  # (n_i, m, R)
+        grouped = _with_pad(scores)[:, :, tab.by_lhs]  # (n_i, m, N, R_max)
+        n_i, m, _, R_max = grouped.shape
+        flat = grouped.transpose(0, 2, 1, 3).reshape(n_i, N, m * R_max)  # (n_i, N, m * R_max)
+        best = np.argmax(flat, axis=2)  # (n_i, N)
+        starts = I[:, 0]
+        delta[starts, starts + length] = np.take_along_axis(flat, best[..., None], 2)[..., 0]
+        split, slot = np.divmod(best, R_max)  # (n_i, N) each
+        rule = tab.by_lhs[np.arange(N)[None, :], slot]  # (n_i, N) index into the binary rules
+        backptr_split[starts, starts + length] = starts[:, None] + 1 + split
+        backptr_rule[starts, starts + length] = np.where(
+            rule < R, np.array(tab.binary + [-1])[np.minimum(rule, R)], -1
+        )
+    logp = float(delta[0, n, 0])
+    if logp == -math.inf:
+        return None, logp
+
+    def build(i: int, j: int, a: int) -> Tree:
+        rule = tab.cnf.cnf_rules[backptr_rule[i, j, a]]
+        if j == i + 1:
+            return Tree(rule.label, [words[i]])
+        k = int(backptr_split[i, j, a])
+        return Tree(
+            rule.label,
+            [build(i, k, tab.index[rule.rhs[0]]), build(k, j, tab.index[rule.rhs[1]])],
+        )
+
+    return Tree.from_cnf(build(0, n, 0)), logp
+
+
+@dataclass
+class InsideOutside:
+    """The inside table ``inside`` (``beta``), the outside table ``outside`` (``alpha``), both
+    ``(n+1, n+1, N)`` indexed by the nonterminals of ``tables.symbols``, and ``logZ`` =
+    log P(words)."""
+
+    grammar: PCFG
+    words: list[str]
+    tables: _Tables
+    inside: np.ndarray
+    outside: np.ndarray
+    logZ: float
+
+    def expected_counts(self) -> dict[Rule, float]:
+        """E[c(rule) | words] for the original grammar's rules, eq. (parse-count).
+
+        Computed for the CNF rules, then credited to the original rules each stands for."""
+        tab, n = self.tables, len(self.words)
+        cnf_counts = np.zeros(len(tab.cnf.cnf_rules))
+        if self.logZ == -math.inf:
+            return {}
+        beta, alpha = self.inside, self.outside
+        for i, w in enumerate(self.words):
+            for k, a, lp in tab.lexical[w]:
+                cnf_counts[k] += math.exp(alpha[i, i + 1, a] + lp - self.logZ)
+        for length in range(2, n + 1):
+            scores, I, _ = _span_scores(beta, tab, length, n)  # (n_i, m, R)
+            parent = alpha[I[:, 0], I[:, 0] + length][:, None, tab.A]  # (n_i, 1, R)
+            post = np.exp(scores + parent - self.logZ)  # (n_i, m, R)
+            np.add.at(cnf_counts, tab.binary, post.sum(axis=(0, 1)))
+        out: dict[Rule, float] = defaultdict(float)
+        for rule, c in zip(tab.cnf.cnf_rules, cnf_counts, strict=True):
+            for r in rule.origin:
+                out[r] += c
+        return {r: out.get(r, 0.0) for r in self.grammar.rules}
+
+
+@reference
+def inside_outside_tables(grammar: PCFG, words: Sequence[str]) -> InsideOutside:
+    """Inside and outside tables of ``words``, eq. (parse-inside) and (parse-outside).
+
+    The outside pass visits parent spans longest first and hands each parent's outside score to
+    its two children: for ``A -> B C`` over ``(i, j)`` split at ``k``,
+    ``alpha_B(i, k) += alpha_A(i, j) P(A -> B C) beta_C(k, j)`` and
+    ``alpha_C(k, j) += alpha_A(i, j) P(A -> B C) beta_B(i, k)`` (sums in log space). A span's
+    outside score is complete once every longer span has been visited.
+    """
+    beta, tab = _inside_chart(grammar, words)
+    words = list(words)
+    n, N = len(words), len(tab.symbols)
+    alpha = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
+    alpha[0, n, 0] = 0.0  # the start symbol is symbol 0
+    for length in range(n, 1, -1):
+        scores, I, M = _span_scores(beta, tab, length, n)  # (n_i, m, R)
+        parent = alpha[I[:, 0], I[:, 0] + length][:, None, tab.A]  # (n_i, 1, R)
+        left_beta = beta[I, I + M][:, :, tab.B]  # (n_i, m, R)
+        right_beta = beta[I + M, I + length][:, :, tab.C]  # (n_i, m, R)
+        to_left = parent + tab.logp + right_beta  # (n_i, m, R): contribution to alpha_B(i, k)
+        to_right = parent + tab.logp + left_beta  # (n_i, m, R): contribution to alpha_C(k, j)
+        left_sum = _logsumexp(_with_pad(to_left)[:, :, tab.by_left], axis=3)  # (n_i, m, N)
+        right_sum = _logsumexp(_with_pad(to_right)[:, :, tab.by_right], axis=3)  # (n_i, m, N)
+        alpha[I, I + M] = np.logaddexp(alpha[I, I + M], left_sum)
+        alpha[I + M, I + length] = np.logaddexp(alpha[I + M, I + length], right_sum)
+        del scores
+    return InsideOutside(grammar, words, tab, beta, alpha, float(beta[0, n, 0]))
+
+
+# -------------------------------------------------------------------------------------- evaluation
+
+
+def brackets(
+    tree: Tree,
+    punctuation: Iterable[str] = (),
+    ignore_labels: Iterable[str] = ("TOP", "ROOT"),
+) -> Counter[tuple[str, int, int]]:
+    """The labelled brackets ``(label, i, j)`` of a tree, as a multiset (evalb's conventions).
+
+    Every node counts except preterminals (a tag over a word) and nodes labelled with one of
+    ``ignore_labels``; the root counts. Words whose preterminal label is in ``punctuation`` are
+    removed first: positions are counted without them, and a bracket left with no word is dropped.
+    Two nodes with the same label and span (a unary chain ``X -> X``) count twice.
+    """
+    punctuation, ignore_labels = set(punctuation), set(ignore_labels)
+    out: Counter[tuple[str, int, int]] = Counter()
+
+    def walk(node: Tree, start: int) -> int:
+        if node.is_preterminal():
+            return start + (0 if node.label in punctuation else 1)
+        end = start
+        for c in node.children:
+            if isinstance(c, Tree):
+                end = walk(c, end)
+            else:
+                end += 1
+        if end > start and node.label not in ignore_labels:
+            out[(node.label, start, end)] += 1
+        return end
+
+    walk(tree, 0)
+    return out
+
+
+@reference
+def parseval(
+    gold: Sequence[Tree],
+    predicted: Sequence[Tree | None],
+    punctuation: Iterable[str] = (),
+    ignore_labels: Iterable[str] = ("TOP", "ROOT"),
+) -> dict[str, float]:
+    """Labelled-bracket precision, recall, F1 and exact match over a corpus, eq. (parse-f1).
+
+    Micro-averaged, as evalb: ``P = matched / predicted brackets``, ``R = matched / gold
+    brackets``, ``F1 = 2PR / (P + R)``, where ``matched`` sums, over sentences, the size of the
+    multiset intersection of the two trees' brackets (:func:`brackets`). ``exact`` is the share of
+    sentences whose bracket multisets are equal. A prediction ``None`` (the parser failed) has no
+    brackets. Returns ``{"precision", "recall", "f1", "exact"}``.
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold trees but {len(predicted)} predicted ones")
+    if not gold:
+        raise ValueError("no trees to evaluate")
+    matched = n_gold = n_pred = exact = 0
+    punctuation = list(punctuation)
+    for g, p in zip(gold, predicted, strict=True):
+        gb = brackets(g, punctuation, ignore_labels)
+        pb = brackets(p, punctuation, ignore_labels) if p is not None else Counter()
+        if p is not None and g.leaves() != p.leaves():
+            raise ValueError(f"gold and predicted trees have different words: {g.leaves()}")
+        matched += sum((gb & pb).values())
+        n_gold += sum(gb.values())
+        n_pred += sum(pb.values())
+        exact += gb == pb
+    precision = matched / n_pred if n_pred else 0.0
+    recall = matched / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "exact": exact / len(gold)}
+
+
+# ------------------------------------------------------------------- brute force, for the checks
+
+
+def catalan(n: int) -> int:
+    """The n-th Catalan number ``C_n = (2n)! / ((n+1)! n!)``: the binary trees with n+1 leaves."""
+    return math.comb(2 * n, n) // (n + 1)
