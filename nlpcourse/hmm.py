@@ -854,8 +854,8 @@ def tagging_accuracy(
         raise ValueError(
             f"predicted has {len(predicted)} sentences, tagged_sentences {len(tagged_sentences)}"
         )
-    correct = Counter()
-    total = Counter()
+    correct: Counter[str] = Counter()
+    total: Counter[str] = Counter()
     for s, tags in zip(tagged_sentences, predicted, strict=True):
         for (word, gold), tag in zip(s, tags, strict=True):
             kind = "known" if word in tagger.vocab_ else "unknown"
