@@ -32,6 +32,7 @@ case "${1:-}" in
         setup
         ruff check .
         ruff format --check .
+        mypy  # the package nlpcourse/, configured in pyproject.toml
         pytest
         ;;
     *)
