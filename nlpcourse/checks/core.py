@@ -460,8 +460,9 @@ def compare_scores(expected: Any, got: Any, keys: Sequence[str] | None = None) -
 
 
 def same_answer(a: Any, b: Any) -> bool:
-    """Whether two plain answers agree: numbers and arrays under the tolerance policy, dicts key by
-    key, sequences item by item, anything else by ``==`` (used to recognise known mistakes)."""
+    """Whether the plain answer ``b`` agrees with ``a``: numbers and arrays under the tolerance
+    policy, sequences item by item, dicts on every key of ``a`` (``b`` may hold more keys),
+    anything else by ``==``. Used to recognise known mistakes."""
     if isinstance(a, Expected):
         a = a.value
     if a is None or b is None:
@@ -470,7 +471,7 @@ def same_answer(a: Any, b: Any) -> bool:
         return (
             isinstance(a, Mapping)
             and isinstance(b, Mapping)
-            and set(a) == set(b)
+            and set(a) <= set(b)
             and all(same_answer(a[k], b[k]) for k in a)
         )
     if isinstance(a, str) or isinstance(b, str):

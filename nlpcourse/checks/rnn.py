@@ -1,147 +1,101 @@
-"""Checks for exercise 04-rnn (chapter 4). Each compares a student's function with the reference
-of the same name in :mod:`nlpcourse.rnn`; see :mod:`nlpcourse.checks`.
+"""Checks for exercise 04-rnn (chapter 4): cases, answers and usual mistakes.
 
-Beyond "expected this, got that", the array checks say which entry differs most and recognise the
-common mistakes: for each one, this module computes what the mistaken code would return (a
-missing recurrent term in BPTT, another gate order, the textbook GRU, ...) and, when the student's
-answer is exactly that, says so. The BPTT check also compares the worst entry with a central
-finite difference of the loss, computed here with a forward pass of its own.
+The machinery is :func:`nlpcourse.checks.core.run_check`'s. The two concept questions have answer
+keys written here (:func:`token_index_answer`, :data:`ARCHITECTURE_ANSWERS`); the numerical parts
+are compared with :mod:`nlpcourse.rnn`. Beyond "expected this, got that", the array checks say
+which entry differs most and name the common mistakes: for each one, this module computes what the
+mistaken code would return (a missing recurrent term in BPTT, another gate order, the textbook
+GRU, ...) with the numpy oracles of :mod:`nlpcourse.testing` or code written here. The BPTT check
+also compares the worst entry with a central finite difference of the loss
+(:func:`nlpcourse.testing.finite_difference`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from nlpcourse import rnn
-from nlpcourse.checks import Case, CheckFailed, run_check, show
-from nlpcourse.guard import ReferenceUsedError, reference_switched_off
+from nlpcourse.checks.core import (
+    Case,
+    CheckFailed,
+    Expected,
+    Mistake,
+    answer_table,
+    as_array,
+    call_student,
+    compare_arrays,
+    n_random,
+    name_mistake,
+    np_rng,
+    run_check,
+    show,
+    to_plain,
+    with_args,
+)
+from nlpcourse.guard import ReferenceUsedError, reference
+from nlpcourse.testing import finite_difference, gru_step_np, lstm_step_np, rnn_forward_np
 
-RTOL, ATOL = 1e-5, 1e-7  # float64 inputs; a student who computes in float32 still passes
-
-
-def _rng(hidden: bool) -> np.random.Generator:
-    return np.random.default_rng(2 if hidden else 1)
-
-
-def _n_random(hidden: bool) -> int:
-    return 20 if hidden else 3
-
-
-# ------------------------------------------------------------------------------ showing arrays
-
-
-def _fmt(value) -> str:
-    """Arrays and tensors as short numpy text (5 digits), inside tuples and dicts too."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        text = np.array2string(value, precision=5, suppress_small=True, separator=", ")
-        return text if len(text) < 1500 else text[:1500] + " ..."
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_fmt(v) for v in value) + ")"
-    if isinstance(value, Mapping):
-        return "{" + ",\n ".join(f"{k!r}: {_fmt(v)}" for k, v in value.items()) + "}"
-    return show(value)
-
-
-class _Expected:
-    """The reference's answer with the inputs it was computed from, so that a compare function
-    can do more than test equality (finite differences, known mistakes). Shown as the answer."""
-
-    def __init__(self, value, args: tuple):
-        self.value, self.args = value, args
-
-    def __repr__(self) -> str:
-        return _fmt(self.value)
-
-
-def _with_inputs(reference: Callable) -> Callable:
-    def expected(*args):
-        return _Expected(reference(*args), args)
-
-    return expected
+LAYOUTS = rnn.LAYOUTS
+ARCHITECTURES = rnn.ARCHITECTURES
 
 
 def _case(args: tuple, names: tuple[str, ...], hint: str = "", label: str = "") -> Case:
-    shown = {n: _fmt(a) for n, a in zip(names, args, strict=True) if not isinstance(a, str)}
+    shown = {n: show(a) for n, a in zip(names, args, strict=True) if not isinstance(a, str)}
     return Case(args, names, hint, label, shown)
 
 
-def _to_numpy(value, name: str) -> tuple[np.ndarray | None, str]:
-    """``value`` as a float64 array, or ``(None, what is wrong)``."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().double().numpy()
-    if value is None:
-        return None, f"{name} is None: did you forget to `return` it?"
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        return None, f"{name} should be a numpy array or torch tensor, got a {type(value).__name__}"
-    return array, ""
-
-
-def _compare_array(name: str, expected, got, shape_hint: str = "") -> str:
-    """'' if ``got`` is close to ``expected`` (same shape), else which entry differs most."""
-    expected, _ = _to_numpy(expected, name)
-    got, problem = _to_numpy(got, name)
-    if problem:
-        return problem
-    if got.shape != expected.shape:
-        return f"{name} has shape {got.shape}, expected {expected.shape}" + (
-            f" ({shape_hint})" if shape_hint else ""
-        )
-    if np.isnan(got).any():
-        return f"{name} contains nan (not a number): look for 0/0, or log/exp of huge values"
-    if np.allclose(got, expected, rtol=RTOL, atol=ATOL):
-        return ""
-    if got.ndim == 0:
-        return f"{name}: expected {expected.item():.6g}, got {got.item():.6g}"
-    where = np.unravel_index(np.argmax(np.abs(got - expected)), got.shape)
-    return (
-        f"{name} is off; the entry {name}[{', '.join(str(int(k)) for k in where)}] differs most: "
-        f"expected {expected[where]:.6g}, got {got[where]:.6g}"
-    )
-
-
-def _matches(got, value) -> bool:
-    """Whether ``got`` (array, tensor, or a tuple of them) equals ``value`` to the tolerance."""
-    if isinstance(value, tuple):
-        return (
-            isinstance(got, tuple | list)
-            and len(got) == len(value)
-            and all(_matches(g, v) for g, v in zip(got, value, strict=True))
-        )
-    array, problem = _to_numpy(got, "")
-    return (
-        not problem
-        and array.shape == np.shape(value)
-        and bool(np.allclose(array, value, rtol=RTOL, atol=ATOL))
-    )
-
-
-def _known_mistake(got, mistakes: dict[str, object]) -> str:
-    """The hint of the first mistake whose answer ``got`` equals, or ''.
-
-    ``mistakes`` maps a hint to what code with that mistake returns."""
-    for hint, value in mistakes.items():
-        if _matches(got, value):
-            return hint
-    return ""
+def _np(*values: Any) -> list[np.ndarray]:
+    """Tensors (or arrays) as float64 numpy arrays."""
+    return [np.asarray(to_plain(v), dtype=float) for v in values]
 
 
 def _sigmoid(a: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-a))
 
 
-def _np(*tensors: torch.Tensor) -> list[np.ndarray]:
-    return [t.detach().cpu().double().numpy() for t in tensors]
-
-
 # ------------------------------------------------------------------------------ part 1
+
+
+@reference
+def token_index_answer(i: int, j: int, layout: str) -> tuple[int, int]:
+    """The answer key of part 1: where the book's ``x^(i)<j>`` (counted from 1) sits in a 2-D
+    array, ``X[i - 1, j - 1]`` batch-first (B, T), ``X[j - 1, i - 1]`` time-first (T, B)."""
+    if layout == "batch-first":
+        return (i - 1, j - 1)  # X (B, T)
+    return (j - 1, i - 1)  # X (T, B)
+
+
+def _token_index_mistakes(i: int, j: int, layout: str) -> list[Mistake]:
+    other = "time-first" if layout == "batch-first" else "batch-first"
+    return [
+        Mistake(
+            "the book counts examples and positions from 1, Python from 0: subtract 1",
+            tuple(k + 1 for k in token_index_answer(i, j, layout)),
+        ),
+        Mistake(
+            f"rows and columns are swapped: that is where the token sits in a {other} array. "
+            "Batch-first (B, T): the row is the example i; time-first (T, B): the row is the "
+            "position j",
+            token_index_answer(i, j, other),
+        ),
+        Mistake(
+            "rows and columns are swapped, and the book counts from 1: subtract 1",
+            tuple(k + 1 for k in token_index_answer(i, j, other)),
+        ),
+    ]
+
+
+def _compare_index(want: tuple[int, int], got: Any) -> str:
+    if not isinstance(got, tuple | list) or len(got) != 2:
+        return f"expected a pair (row, column) such as (0, 2), got {show(got)}"
+    if any(isinstance(k, bool) or not isinstance(k, int) for k in got):
+        return f"both indices must be integers, got {show(got)}"
+    return "" if tuple(got) == tuple(want) else f"expected {want}, got {show(got)}"
 
 
 def check_token_index(token_index: Callable, hidden: bool = False) -> None:
@@ -161,23 +115,36 @@ def check_token_index(token_index: Callable, hidden: bool = False) -> None:
         Case((2, 3, "time-first"), names, time_first),
         Case((5, 1, "time-first"), names, time_first),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
         i, j = int(rng.integers(1, 33)), int(rng.integers(1, 51))
-        layout = str(rng.choice(rnn.LAYOUTS))
+        layout = str(rng.choice(LAYOUTS))
         cases.append(Case((i, j, layout), names, time_first if "time" in layout else from_one))
-
-    def compare(want: tuple[int, int], got) -> str:
-        if not isinstance(got, tuple | list) or len(got) != 2:
-            return f"expected a pair (row, column) such as (0, 2), got {show(got)}"
-        if any(isinstance(k, bool) or not isinstance(k, int | np.integer) for k in got):
-            return f"both indices must be integers, got {show(got)}"
-        return "" if tuple(int(k) for k in got) == want else f"expected {want}, got {show(got)}"
-
-    run_check("token_index", token_index, rnn.token_index, cases, compare)
+    run_check(
+        "token_index",
+        token_index,
+        token_index_answer,
+        cases,
+        _compare_index,
+        mistakes=_token_index_mistakes,
+    )
 
 
 # ------------------------------------------------------------------------------ part 2
+
+ARCHITECTURE_ANSWERS = {
+    "part-of-speech tagging": "many-to-many",
+    "named-entity recognition": "many-to-many",
+    "language modelling": "many-to-many",
+    "sentiment classification": "many-to-one",
+    "spam detection": "many-to-one",
+    "topic classification": "many-to-one",
+    "image captioning": "one-to-many",
+    "music generation": "one-to-many",
+    "machine translation": "encoder-decoder",
+    "speech recognition": "encoder-decoder",
+    "summarisation": "encoder-decoder",
+}  # the answer key of part 2: section "Architectures" of chapter 4
 
 ARCHITECTURE_HINTS = {
     "part-of-speech tagging": "one tag for each word: an output at every step, T_y = T_x",
@@ -200,32 +167,32 @@ ARCHITECTURE_HINTS = {
 }
 
 
-def _normalise_label(label) -> str | None:
+def _normalise_label(label: Any) -> str | None:
     if not isinstance(label, str):
         return None
     return "-".join(label.strip().lower().replace("_", " ").replace("-", " ").split())
 
 
+def _compare_architecture(want: str, got: Any) -> str:
+    label = _normalise_label(got)
+    if label not in ARCHITECTURES:
+        return f"the answer must be one of {ARCHITECTURES}, got {show(got)}"
+    return "" if label == want else f"expected {want!r}, got {got!r}"
+
+
 def check_architecture_for(architecture_for: Callable, hidden: bool = False) -> None:
     """``architecture_for(task)``: one of ``nlpcourse.rnn.ARCHITECTURES``."""
     shown = ["sentiment classification", "part-of-speech tagging"]
-    tasks = list(rnn.ARCHITECTURE_TASKS) if hidden else shown
+    tasks = list(ARCHITECTURE_ANSWERS) if hidden else shown
     cases = [Case((task,), ("task",), ARCHITECTURE_HINTS[task], label=repr(task)) for task in tasks]
-
-    def compare(want: str, got) -> str:
-        label = _normalise_label(got)
-        if label not in rnn.ARCHITECTURES:
-            return f"the answer must be one of {rnn.ARCHITECTURES}, got {show(got)}"
-        return "" if label == want else f"expected {want!r}, got {got!r}"
-
-    run_check("architecture_for", architecture_for, rnn.architecture_for, cases, compare)
+    answers = answer_table({(task,): label for task, label in ARCHITECTURE_ANSWERS.items()})
+    run_check("architecture_for", architecture_for, answers, cases, _compare_architecture)
     if hidden:
         return
     # the visible check grades two tasks; here, only that every task gets a valid answer
-    for task in rnn.ARCHITECTURE_TASKS:
+    for task in ARCHITECTURE_ANSWERS:
         try:
-            with reference_switched_off():
-                got = architecture_for(task)
+            got = call_student(architecture_for, (task,))
         except ReferenceUsedError as err:
             raise CheckFailed(f"architecture_for: {err}") from None
         except Exception as err:
@@ -233,15 +200,35 @@ def check_architecture_for(architecture_for: Callable, hidden: bool = False) -> 
                 f"architecture_for raised {type(err).__name__}: {err}\non the task {task!r}: "
                 "answer every task listed above the function"
             ) from err
-        if _normalise_label(got) not in rnn.ARCHITECTURES:
+        if _normalise_label(got) not in ARCHITECTURES:
             raise CheckFailed(
                 f"architecture_for({task!r}) returned {show(got)}; "
-                f"every answer must be one of {rnn.ARCHITECTURES}"
+                f"every answer must be one of {ARCHITECTURES}"
             )
-    print(f"architecture_for: all {len(rnn.ARCHITECTURE_TASKS)} answers are valid labels")
+    print(f"architecture_for: all {len(ARCHITECTURE_ANSWERS)} answers are valid labels")
 
 
 # ------------------------------------------------------------------------------ part 3
+
+
+def _rnn_cell_mistakes(x_t, h_prev, W_xh, W_hh, b_h) -> list[Mistake]:
+    return [
+        Mistake("you forgot the tanh", W_xh @ x_t + W_hh @ h_prev + b_h),
+        Mistake(
+            "you used W_hh.T (or h_prev @ W_hh): use W_hh @ h_prev",
+            np.tanh(W_xh @ x_t + W_hh.T @ h_prev + b_h),
+        ),
+        Mistake("you left out the bias b_h", np.tanh(W_xh @ x_t + W_hh @ h_prev)),
+        Mistake(
+            "the RNN's nonlinearity is tanh, not the sigmoid",
+            _sigmoid(W_xh @ x_t + W_hh @ h_prev + b_h),
+        ),
+    ]
+
+
+def _compare_h(want: Expected, got: Any) -> str:
+    H = len(want.args[1])
+    return compare_arrays(want, got, "h_t", f"h_t is a vector of H = {H} numbers")
 
 
 def check_rnn_cell_forward(rnn_cell_forward: Callable, hidden: bool = False) -> None:
@@ -263,75 +250,31 @@ def check_rnn_cell_forward(rnn_cell_forward: Callable, hidden: bool = False) -> 
             "W_hh (H, H) multiplies the column h_prev: W_hh @ h_prev, not h_prev @ W_hh",
         ),
     ]  # fmt: skip
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
         D, H = (int(k) for k in rng.integers(1, 7, 2))
         args = (rng.normal(size=D), rng.normal(size=H), rng.normal(size=(H, D)),
                 rng.normal(size=(H, H)), rng.normal(size=H))  # fmt: skip
         cases.append(_case(args, names, equation, label="random"))
-
-    def compare(want: _Expected, got) -> str:
-        H = len(want.args[1])
-        problem = _compare_array("h_t", want.value, got, f"h_t is a vector of H = {H} numbers")
-        if not problem:
-            return ""
-        x_t, h_prev, W_xh, W_hh, b_h = want.args
-        mistake = _known_mistake(
-            got,
-            {
-                "you forgot the tanh": W_xh @ x_t + W_hh @ h_prev + b_h,
-                "you used W_hh.T (or h_prev @ W_hh): use W_hh @ h_prev": np.tanh(
-                    W_xh @ x_t + W_hh.T @ h_prev + b_h
-                ),
-                "you left out the bias b_h": np.tanh(W_xh @ x_t + W_hh @ h_prev),
-                "the RNN's nonlinearity is tanh, not the sigmoid": _sigmoid(
-                    W_xh @ x_t + W_hh @ h_prev + b_h
-                ),
-            },
-        )
-        return problem + (f"\nlikely mistake: {mistake}" if mistake else "")
-
     run_check(
-        "rnn_cell_forward", rnn_cell_forward, _with_inputs(rnn.rnn_cell_forward), cases, compare
+        "rnn_cell_forward",
+        rnn_cell_forward,
+        with_args(rnn.rnn_cell_forward),
+        cases,
+        _compare_h,
+        mistakes=_rnn_cell_mistakes,
     )
 
 
 # ------------------------------------------------------------------------------ part 4
 
-
-def _forward(x: np.ndarray, h0: np.ndarray, params: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The check's own forward pass, eqs. (rnn-h), (rnn-y): hs (T+1, H), y_hat (T, V)."""
-    hs = [h0]
-    y_hat = []
-    for x_t in x:
-        hs.append(np.tanh(params["W_xh"] @ x_t + params["W_hh"] @ hs[-1] + params["b_h"]))
-        o = params["W_hy"] @ hs[-1] + params["b_y"]
-        y_hat.append(np.exp(o - o.max()) / np.exp(o - o.max()).sum())
-    return np.array(hs), np.array(y_hat)
-
-
-def _loss(x: np.ndarray, targets: np.ndarray, h0: np.ndarray, params: dict) -> float:
-    """Eq. (rnn-loss) with the check's own forward pass."""
-    _, y_hat = _forward(x, h0, params)
-    return float(-np.log(y_hat[np.arange(len(targets)), targets]).sum())
-
-
-def _finite_difference(args: tuple, name: str, index: tuple, eps: float = 1e-6) -> float:
-    """dL/d params[name][index] by a central difference of the loss."""
-    x, targets, hs, _, params = args
-    params = {k: v.copy() for k, v in params.items()}
-    old = params[name][index]
-    params[name][index] = old + eps
-    up = _loss(x, targets, hs[0], params)
-    params[name][index] = old - eps
-    down = _loss(x, targets, hs[0], params)
-    return (up - down) / (2 * eps)
+PARAMS = rnn.NUMPY_PARAMS  # W_xh, W_hh, W_hy, b_h, b_y
 
 
 def _bptt(x, targets, hs, y_hat, params, mistake: str = "") -> dict[str, np.ndarray]:
-    """BPTT as the chapter derives it, or with one named ``mistake`` (for the hints)."""
+    """BPTT as the chapter derives it, or with one named ``mistake`` (for the messages)."""
     W_hh, W_hy = params["W_hh"], params["W_hy"]
-    grads = {name: np.zeros_like(params[name]) for name in rnn.NUMPY_PARAMS}
+    grads = {name: np.zeros_like(params[name]) for name in PARAMS}
     dh_next = np.zeros(len(hs[0]))
     for t in range(len(x), 0, -1):
         do = y_hat[t - 1].copy()
@@ -376,6 +319,10 @@ BPTT_MISTAKES = {
 }
 
 
+def _bptt_mistakes(*args: Any) -> list[Mistake]:
+    return [Mistake(what, _bptt(*args, mistake=m)) for m, what in BPTT_MISTAKES.items()]
+
+
 def _bptt_problem(rng: np.random.Generator, T: int, D: int, H: int, V: int) -> tuple:
     """Inputs of rnn_backward: x (T, D), targets (T,), hs (T+1, H), y_hat (T, V), params."""
     params = {
@@ -387,8 +334,65 @@ def _bptt_problem(rng: np.random.Generator, T: int, D: int, H: int, V: int) -> t
     }
     x = rng.normal(size=(T, D))
     targets = rng.integers(0, V, T)
-    hs, y_hat = _forward(x, rng.normal(0, 0.5, H), params)
+    hs, y_hat = rnn_forward_np(x, rng.normal(0, 0.5, H), params)
     return x, targets, hs, y_hat, params
+
+
+def _compare_grads(want: Expected, got: Any) -> str:
+    if not isinstance(got, Mapping):
+        return f"expected a dict of gradients {{'W_xh': ..., ...}}, got a {type(got).__name__}"
+    missing = [name for name in PARAMS if name not in got]
+    if missing:
+        return f"the dict has no gradient for {missing}; it needs {list(PARAMS)}"
+    problems = {}
+    for name in PARAMS:
+        problem = compare_arrays(
+            want.value[name],
+            got[name],
+            f"grads[{name!r}]",
+            f"a gradient has the shape of its parameter, params[{name!r}]",
+        )
+        if problem:
+            problems[name] = problem
+    if not problems:
+        return ""
+    right = [name for name in PARAMS if name not in problems]
+    name, problem = next(iter(problems.items()))
+    lines = [f"right: {right or 'none'}; wrong: {list(problems)}", problem]
+    arrays = {n: as_array(got[n])[0] for n in PARAMS}
+    got_array = arrays[name]
+    if got_array is not None and got_array.shape == want.value[name].shape:
+        where = np.unravel_index(np.argmax(np.abs(got_array - want.value[name])), got_array.shape)
+        x, targets, hs, _, params = want.args
+        numeric = finite_difference(x, targets, hs[0], params, name, where)
+        lines.append(
+            f"a finite difference of the loss, (L(w + eps) - L(w - eps)) / (2 eps), gives "
+            f"{numeric:.6g} there"
+        )
+    shapes_right = all(
+        arrays[n] is not None and arrays[n].shape == want.value[n].shape for n in PARAMS
+    )
+    named = name_mistake(want, got, _bptt_mistakes(*want.args))
+    if named is None and shapes_right:  # where to look, when no known mistake fits
+        if "W_hy" in problems or "b_y" in problems:
+            hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/do_t h_t^T (hs[t])"
+        elif "b_h" in problems:
+            hint = (
+                "dW_hy and db_y are right, so look at delta_t = (1 - h_t^2) * (W_hy^T dL/do_t "
+                "+ W_hh^T delta_{t+1}), with h_t = hs[t] and delta_{T+1} = 0"
+            )
+        elif "W_hh" in problems:
+            hint = BPTT_MISTAKES["h_t-in-dW_hh"]
+        else:
+            hint = "dW_xh = sum_t delta_t x_t^T, with x_t = x[t-1] (the book counts from 1)"
+        lines.append(f"where to look: {hint}")
+    return "\n".join(lines)
+
+
+def _grads_answer(*args: Any) -> dict[str, np.ndarray]:
+    """The parameters' gradients only; the exercise does not ask for h0."""
+    grads = rnn.rnn_backward(*args)
+    return {name: grads[name] for name in PARAMS}
 
 
 def check_rnn_backward(rnn_backward: Callable, hidden: bool = False) -> None:
@@ -411,88 +415,21 @@ def check_rnn_backward(rnn_backward: Callable, hidden: bool = False) -> None:
         ),
         _case(_bptt_problem(rng, T=4, D=2, H=3, V=3), names, label="T = 4"),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
         T, D, H, V = (int(k) for k in rng.integers(1, 7, 4))
         cases.append(_case(_bptt_problem(rng, T + 2, D, H, V + 1), names, label="random"))
-
-    def compare(want: _Expected, got) -> str:
-        if not isinstance(got, Mapping):
-            return f"expected a dict of gradients {{'W_xh': ..., ...}}, got a {type(got).__name__}"
-        missing = [name for name in rnn.NUMPY_PARAMS if name not in got]
-        if missing:
-            return f"the dict has no gradient for {missing}; it needs {list(rnn.NUMPY_PARAMS)}"
-        problems = {}
-        for name in rnn.NUMPY_PARAMS:
-            problem = _compare_array(
-                f"grads[{name!r}]",
-                want.value[name],
-                got[name],
-                f"a gradient has the shape of its parameter, params[{name!r}]",
-            )
-            if problem:
-                problems[name] = problem
-        if not problems:
-            return ""
-        right = [name for name in rnn.NUMPY_PARAMS if name not in problems]
-        name, problem = next(iter(problems.items()))
-        lines = [f"right: {right or 'none'}; wrong: {list(problems)}", problem]
-        got_array, _ = _to_numpy(got[name], "")
-        if got_array is not None and got_array.shape == want.value[name].shape:
-            where = np.unravel_index(
-                np.argmax(np.abs(got_array - want.value[name])), got_array.shape
-            )
-            numeric = _finite_difference(want.args, name, where)
-            lines.append(
-                f"a finite difference of the loss, (L(w + eps) - L(w - eps)) / (2 eps), gives "
-                f"{numeric:.6g} there"
-            )
-        mistakes = {hint: _bptt(*want.args, mistake=m) for m, hint in BPTT_MISTAKES.items()}
-        as_dict = {n: got[n] for n in rnn.NUMPY_PARAMS}
-        hint = next(
-            (
-                h
-                for h, value in mistakes.items()
-                if all(_matches(as_dict[n], value[n]) for n in value)
-            ),
-            "",
-        )
-        shapes_right = all(
-            np.shape(_to_numpy(got[n], "")[0]) == want.value[n].shape for n in rnn.NUMPY_PARAMS
-        )
-        if not hint and shapes_right:
-            if "W_hy" in problems or "b_y" in problems:
-                hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/do_t h_t^T (hs[t])"
-            elif "b_h" in problems:
-                hint = (
-                    "dW_hy and db_y are right, so look at delta_t = (1 - h_t^2) * (W_hy^T dL/do_t "
-                    "+ W_hh^T delta_{t+1}), with h_t = hs[t] and delta_{T+1} = 0"
-                )
-            elif "W_hh" in problems:
-                hint = BPTT_MISTAKES["h_t-in-dW_hh"]
-            else:
-                hint = "dW_xh = sum_t delta_t x_t^T, with x_t = x[t-1] (the book counts from 1)"
-        return "\n".join(lines) + (f"\nlikely mistake: {hint}" if hint else "")
-
-    def reference(*args):  # the parameters' gradients only; the exercise does not ask for h0
-        grads = rnn.rnn_backward(*args)
-        return {name: grads[name] for name in rnn.NUMPY_PARAMS}
-
-    run_check("rnn_backward", rnn_backward, _with_inputs(reference), cases, compare)
+    run_check(
+        "rnn_backward",
+        rnn_backward,
+        with_args(_grads_answer),
+        cases,
+        _compare_grads,
+        mistakes=_bptt_mistakes,
+    )
 
 
 # ------------------------------------------------------------------------------ parts 5 and 6
-
-
-def _lstm_np(x_t, h_prev, c_prev, weight_ih, weight_hh, bias_ih, bias_hh, order="ifgo", bug=""):
-    """The LSTM step in numpy, reading the four row blocks as the gates named by ``order``."""
-    a = x_t @ weight_ih.T + bias_ih + h_prev @ weight_hh.T + bias_hh  # (B, 4H)
-    gate = dict(zip(order, np.split(a, 4, axis=1), strict=True))
-    i, f, o = _sigmoid(gate["i"]), _sigmoid(gate["f"]), _sigmoid(gate["o"])
-    g = _sigmoid(gate["g"]) if bug == "sigmoid-g" else np.tanh(gate["g"])
-    c_t = f * c_prev + i * g
-    h_t = o * (c_t if bug == "no-tanh-c" else np.tanh(c_t))
-    return h_t, c_t
 
 
 def _random_cell_args(rng: np.random.Generator, B: int, D: int, H: int, G: int, lstm: bool):
@@ -505,22 +442,50 @@ def _random_cell_args(rng: np.random.Generator, B: int, D: int, H: int, G: int, 
     return (t(B, D), *states, t(G * H, D, scale=0.8), t(G * H, H, scale=0.8), t(G * H), t(G * H))
 
 
-def _compare_pair_or_state(want: _Expected, got, lstm: bool) -> str:
-    if lstm:
-        if not isinstance(got, tuple | list) or len(got) != 2:
-            return f"expected a pair (h_t, c_t), got a {type(got).__name__}"
-        h_want, c_want = want.value
-        if _matches(tuple(got), (c_want, h_want)):
-            return "you returned (c_t, h_t): return (h_t, c_t), in that order"
-        B, H = h_want.shape
-        shape = f"(B, H) = ({B}, {H})"
-        return (
-            _compare_array("h_t", h_want, got[0], shape)
-            + "\n"
-            + _compare_array("c_t", c_want, got[1], shape)
-        ).strip()
-    B, H = want.value.shape
-    return _compare_array("h_t", want.value, got, f"(B, H) = ({B}, {H}), like h_prev")
+def _lstm_answer(*args: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    return to_plain(rnn.lstm_cell(*args))
+
+
+def _lstm_mistakes(*args: torch.Tensor) -> list[Mistake]:
+    args = _np(*args)
+    h_t, c_t = lstm_step_np(*args)
+    mistakes = [Mistake("you returned (c_t, h_t): return (h_t, c_t), in that order", (c_t, h_t))]
+    for order in ("".join(p) for p in itertools.permutations("ifgo")):
+        if order != "ifgo":
+            mistakes.append(
+                Mistake(
+                    f"your code reads the four row blocks of the weights as the gates "
+                    f"{', '.join(order)}; torch stacks them as i, f, g, o (rows 0:H input gate, "
+                    "H:2H forget gate, 2H:3H candidate g, 3H:4H output gate)",
+                    lstm_step_np(*args, order=order),
+                )
+            )
+    mistakes.append(
+        Mistake(
+            "h_t = o_t * tanh(c_t): you left out the tanh",
+            lstm_step_np(*args, variation="no-tanh-c"),
+        )
+    )
+    mistakes.append(
+        Mistake(
+            "the candidate g_t uses tanh, not the sigmoid",
+            lstm_step_np(*args, variation="sigmoid-g"),
+        )
+    )
+    return mistakes
+
+
+def _compare_lstm(want: Expected, got: Any) -> str:
+    if not isinstance(got, tuple | list) or len(got) != 2:
+        return f"expected a pair (h_t, c_t), got a {type(got).__name__}"
+    h_want, c_want = want.value
+    B, H = h_want.shape
+    shape = f"(B, H) = ({B}, {H})"
+    problems = [
+        compare_arrays(h_want, got[0], "h_t", shape),
+        compare_arrays(c_want, got[1], "c_t", shape),
+    ]
+    return "\n".join(p for p in problems if p)
 
 
 def check_lstm_cell(lstm_cell: Callable, hidden: bool = False) -> None:
@@ -549,49 +514,57 @@ def check_lstm_cell(lstm_cell: Callable, hidden: bool = False) -> None:
             label="B = 2",
         ),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
         B, D, H = (int(k) for k in rng.integers(1, 6, 3))
         cases.append(_case(_random_cell_args(rng, B, D, H, 4, lstm=True), names, label="random"))
-
-    def compare(want: _Expected, got) -> str:
-        problem = _compare_pair_or_state(want, got, lstm=True)
-        if not problem or not isinstance(got, tuple | list) or len(got) != 2:
-            return problem
-        if problem.startswith("you returned"):
-            return problem
-        args = _np(*want.args)
-        orders = ["".join(p) for p in itertools.permutations("ifgo") if "".join(p) != "ifgo"]
-        mistakes = {
-            f"your code reads the four row blocks of the weights as the gates {', '.join(order)}; "
-            "torch stacks them as i, f, g, o (rows 0:H input gate, H:2H forget gate, 2H:3H "
-            "candidate g, 3H:4H output gate)": _lstm_np(*args, order=order)
-            for order in orders
-        }
-        mistakes["h_t = o_t * tanh(c_t): you left out the tanh"] = _lstm_np(*args, bug="no-tanh-c")
-        mistakes["the candidate g_t uses tanh, not the sigmoid"] = _lstm_np(*args, bug="sigmoid-g")
-        hint = _known_mistake(tuple(got), mistakes)
-        return problem + (f"\nlikely mistake: {hint}" if hint else "")
-
-    run_check("lstm_cell", lstm_cell, _with_inputs(rnn.lstm_cell), cases, compare)
+    run_check(
+        "lstm_cell",
+        lstm_cell,
+        with_args(_lstm_answer),
+        cases,
+        _compare_lstm,
+        mistakes=_lstm_mistakes,
+    )
 
 
-def _gru_np(x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh, order="rzn", bug=""):
-    """The GRU step in numpy (torch's form, or with one named ``bug``)."""
-    W_h = dict(zip(order, np.split(weight_hh, 3), strict=True))
-    b_h = dict(zip(order, np.split(bias_hh, 3), strict=True))
-    wx = dict(zip(order, np.split(x_t @ weight_ih.T + bias_ih, 3, axis=1), strict=True))
-    r = _sigmoid(wx["r"] + h_prev @ W_h["r"].T + b_h["r"])
-    z = _sigmoid(wx["z"] + h_prev @ W_h["z"].T + b_h["z"])
-    if bug == "textbook":
-        n = np.tanh(wx["n"] + (r * h_prev) @ W_h["n"].T + b_h["n"])
-    elif bug == "r-not-on-bias":
-        n = np.tanh(wx["n"] + r * (h_prev @ W_h["n"].T) + b_h["n"])
-    else:
-        n = np.tanh(wx["n"] + r * (h_prev @ W_h["n"].T + b_h["n"]))
-    if bug == "z-swapped":
-        return z * n + (1 - z) * h_prev
-    return (1 - z) * n + z * h_prev
+def _gru_answer(*args: torch.Tensor) -> np.ndarray:
+    return to_plain(rnn.gru_cell(*args))
+
+
+def _gru_mistakes(*args: torch.Tensor) -> list[Mistake]:
+    args = _np(*args)
+    mistakes = [
+        Mistake(
+            "that is the textbook GRU (Cho et al. 2014), n_t = tanh(W_in x_t + b_in + W_hn (r_t * "
+            "h_{t-1}) + b_hn). torch's GRU applies r_t to (W_hn h_{t-1} + b_hn), not to "
+            "h_{t-1}",
+            gru_step_np(*args, variation="textbook"),
+        ),
+        Mistake(
+            "r_t multiplies b_hn too: n_t = tanh(W_in x_t + b_in + r_t * (W_hn h_{t-1} + b_hn))",
+            gru_step_np(*args, variation="r-not-on-bias"),
+        ),
+        Mistake(
+            "z_t is the share of the *old* state kept: h_t = (1 - z_t) * n_t + z_t * h_{t-1}",
+            gru_step_np(*args, variation="z-swapped"),
+        ),
+    ]
+    for order in ("rnz", "zrn", "znr", "nrz", "nzr"):
+        mistakes.append(
+            Mistake(
+                f"your code reads the three row blocks of the weights as the gates "
+                f"{', '.join(order)}; torch stacks them as r, z, n (rows 0:H reset, H:2H update, "
+                "2H:3H candidate n)",
+                gru_step_np(*args, order=order),
+            )
+        )
+    return mistakes
+
+
+def _compare_gru(want: Expected, got: Any) -> str:
+    B, H = want.value.shape
+    return compare_arrays(want, got, "h_t", f"(B, H) = ({B}, {H}), like h_prev")
 
 
 def check_gru_cell(gru_cell: Callable, hidden: bool = False) -> None:
@@ -614,41 +587,23 @@ def check_gru_cell(gru_cell: Callable, hidden: bool = False) -> None:
         ),
         _case(_random_cell_args(rng, 2, 3, 2, 3, lstm=False), names, torch_form, "B = 2"),
     ]
-    rng = _rng(hidden)
-    for _ in range(_n_random(hidden)):
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
         B, D, H = (int(k) for k in rng.integers(1, 6, 3))
         cases.append(_case(_random_cell_args(rng, B, D, H, 3, lstm=False), names, label="random"))
-
-    def compare(want: _Expected, got) -> str:
-        problem = _compare_pair_or_state(want, got, lstm=False)
-        if not problem:
-            return problem
-        args = _np(*want.args)
-        mistakes = {
-            "that is the textbook GRU (Cho et al. 2014), n_t = tanh(W_in x_t + b_in + W_hn (r_t * "
-            "h_{t-1}) + b_hn). torch's GRU applies r_t to (W_hn h_{t-1} + b_hn), not to "
-            "h_{t-1}": _gru_np(*args, bug="textbook"),
-            "r_t multiplies b_hn too: n_t = tanh(W_in x_t + b_in + r_t * (W_hn h_{t-1} + b_hn))": (
-                _gru_np(*args, bug="r-not-on-bias")
-            ),
-            "z_t is the share of the *old* state kept: h_t = (1 - z_t) * n_t + z_t * h_{t-1}": (
-                _gru_np(*args, bug="z-swapped")
-            ),
-        }
-        for order in ("rnz", "zrn", "znr", "nrz", "nzr"):
-            hint = (
-                f"your code reads the three row blocks of the weights as the gates "
-                f"{', '.join(order)}; torch stacks them as r, z, n (rows 0:H reset, H:2H update, "
-                "2H:3H candidate n)"
-            )
-            mistakes[hint] = _gru_np(*args, order=order)
-        hint = _known_mistake(got, mistakes)
-        return problem + (f"\nlikely mistake: {hint}" if hint else "")
-
-    run_check("gru_cell", gru_cell, _with_inputs(rnn.gru_cell), cases, compare)
+    run_check(
+        "gru_cell",
+        gru_cell,
+        with_args(_gru_answer),
+        cases,
+        _compare_gru,
+        mistakes=_gru_mistakes,
+    )
 
 
 __all__ = [
+    "ARCHITECTURE_ANSWERS",
+    "token_index_answer",
     "check_token_index",
     "check_architecture_for",
     "check_rnn_cell_forward",
