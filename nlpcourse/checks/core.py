@@ -57,8 +57,9 @@ right, else what is wrong, in words.
 **Known mistakes, in one form.** A check may pass ``mistakes=``: a function of the case's
 arguments that returns :class:`Mistake` objects, each the answer the usual mistake gives on this
 case (computed by running the mistaken computation) and what the mistake is. When an answer is
-wrong, the first mistake whose answer equals it (:func:`same_answer`, the tolerance above) and
-differs from the right one is named in the message (``likely mistake: ...``) in place of the case's
+wrong, the first mistake whose answer equals it (:func:`same_answer`, the tolerance above; a check
+whose answers are dicts that a student may extend passes ``same=same_on_keys``) and differs from
+the right one is named in the message (``likely mistake: ...``) in place of the case's
 hint: the message is about what the answer shows, not about what the case was meant to test.
 
 **The message.** A wrong answer raises :class:`CheckFailed` with the case (its number, label and
@@ -460,9 +461,9 @@ def compare_scores(expected: Any, got: Any, keys: Sequence[str] | None = None) -
 
 
 def same_answer(a: Any, b: Any) -> bool:
-    """Whether the plain answer ``b`` agrees with ``a``: numbers and arrays under the tolerance
-    policy, sequences item by item, dicts on every key of ``a`` (``b`` may hold more keys),
-    anything else by ``==``. Used to recognise known mistakes."""
+    """Whether two plain answers agree: numbers and arrays under the tolerance policy, sequences
+    item by item, dicts key by key (the same keys), anything else by ``==``. Used to recognise
+    known mistakes."""
     if isinstance(a, Expected):
         a = a.value
     if a is None or b is None:
@@ -471,7 +472,7 @@ def same_answer(a: Any, b: Any) -> bool:
         return (
             isinstance(a, Mapping)
             and isinstance(b, Mapping)
-            and set(a) <= set(b)
+            and set(a) == set(b)
             and all(same_answer(a[k], b[k]) for k in a)
         )
     if isinstance(a, str) or isinstance(b, str):
@@ -486,6 +487,16 @@ def same_answer(a: Any, b: Any) -> bool:
         return False
 
 
+def same_on_keys(a: Any, b: Any) -> bool:
+    """:func:`same_answer` for a dict ``a`` and a dict ``b`` that may hold more keys than ``a``
+    (a student's dict of scores or gradients with an extra entry)."""
+    if isinstance(a, Expected):
+        a = a.value
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or not set(a) <= set(b):
+        return False
+    return all(same_answer(a[k], b[k]) for k in a)
+
+
 def _numeric(value: Any) -> bool:
     """Whether ``value`` is a number or a regular array of numbers."""
     if isinstance(value, bool):
@@ -497,8 +508,14 @@ def _numeric(value: Any) -> bool:
     return array.dtype.kind in "iuf"
 
 
-def name_mistake(right: Any, got: Any, mistakes: Iterable[Mistake]) -> Mistake | None:
-    """The first mistake whose answer is ``got`` and differs from the ``right`` answer."""
+def name_mistake(
+    right: Any,
+    got: Any,
+    mistakes: Iterable[Mistake],
+    same: Callable[[Any, Any], bool] = same_answer,
+) -> Mistake | None:
+    """The first mistake whose answer is ``got`` and differs from the ``right`` answer (by
+    ``same(answer, got)``, :func:`same_answer` unless a check says otherwise)."""
     if isinstance(right, Expected):
         right = right.value
     for mistake in mistakes:
@@ -509,7 +526,7 @@ def name_mistake(right: Any, got: Any, mistakes: Iterable[Mistake]) -> Mistake |
             answer = to_plain(answer)
         except NotPlainAnswer:
             continue
-        if not same_answer(right, answer) and same_answer(answer, got):
+        if not same(right, answer) and same(answer, got):
             return mistake
     return None
 
@@ -525,16 +542,18 @@ def run_check(
     compare: Callable[[Any, Any], str] = compare_numbers,
     *,
     mistakes: Callable[..., Iterable[Mistake]] | None = None,
+    same: Callable[[Any, Any], bool] = same_answer,
 ) -> None:
     """Check ``student`` against ``reference`` on ``cases`` (see the module docstring).
 
     ``compare(expected, got)`` returns ``""`` for a right answer, else what is wrong;
     ``mistakes(*args)`` lists the :class:`Mistake` answers of the case (computed only when the
-    answer is wrong)."""
+    answer is wrong), recognised with ``same(mistake's answer, got)``."""
     if not callable(student):
         raise CheckFailed(f"{name} should be a function, but it is {_kind(student)}")
     for i, case in enumerate(cases):
-        _check_case(name, student, reference, case, f"{i + 1} of {len(cases)}", compare, mistakes)
+        number = f"{i + 1} of {len(cases)}"
+        _check_case(name, student, reference, case, number, compare, mistakes, same)
     print(f"{name}: all {len(cases)} cases pass")
 
 
@@ -546,6 +565,7 @@ def _check_case(
     number: str,
     compare: Callable[[Any, Any], str],
     mistakes: Callable[..., Iterable[Mistake]] | None,
+    same: Callable[[Any, Any], bool],
 ) -> None:
     """One case: the student's answer first, then (the reference switched on) the expected one."""
     frozen = pickle.dumps(case.args)  # bytes: what the student's code does cannot change them
@@ -574,7 +594,7 @@ def _check_case(
     problem = compare(want, got)
     if not problem:
         return
-    mistake = name_mistake(want, got, mistakes(*args)) if mistakes is not None else None
+    mistake = name_mistake(want, got, mistakes(*args), same) if mistakes is not None else None
     if mistake is not None:
         advice = f"\nlikely mistake: {mistake.what}"
     else:

@@ -38,6 +38,7 @@ from nlpcourse.checks.core import (
     np_rng,
     py_rng,
     run_check,
+    same_on_keys,
     show,
     with_args,
 )
@@ -699,15 +700,6 @@ def _accuracy_mistakes(tagger: LookupTagger, tagged_sentences: list) -> list[Mis
     ]
 
 
-def _only_keys(mistakes: Callable) -> Callable:
-    """Mistakes compared on :data:`KEYS` only (a student's dict may hold more keys)."""
-
-    def on_keys(*args: Any) -> list[Mistake]:
-        return [Mistake(m.what, {k: m.answer[k] for k in KEYS}) for m in mistakes(*args)]
-
-    return on_keys
-
-
 def _accuracy_answer(tagger: LookupTagger, tagged_sentences: list) -> dict[str, float]:
     value = hmm.tagging_accuracy(tagger, tagged_sentences)
     return {k: value[k] for k in KEYS}
@@ -762,7 +754,8 @@ def check_tagging_accuracy(tagging_accuracy: Callable, hidden: bool = False) -> 
         _accuracy_answer,
         cases,
         _compare_accuracy,
-        mistakes=_only_keys(_accuracy_mistakes),
+        mistakes=_accuracy_mistakes,
+        same=same_on_keys,
     )
 
 

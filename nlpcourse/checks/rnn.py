@@ -33,6 +33,7 @@ from nlpcourse.checks.core import (
     name_mistake,
     np_rng,
     run_check,
+    same_on_keys,
     show,
     to_plain,
     with_args,
@@ -372,7 +373,7 @@ def _compare_grads(want: Expected, got: Any) -> str:
     shapes_right = all(
         arrays[n] is not None and arrays[n].shape == want.value[n].shape for n in PARAMS
     )
-    named = name_mistake(want, got, _bptt_mistakes(*want.args))
+    named = name_mistake(want, got, _bptt_mistakes(*want.args), same_on_keys)
     if named is None and shapes_right:  # where to look, when no known mistake fits
         if "W_hy" in problems or "b_y" in problems:
             hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/do_t h_t^T (hs[t])"
@@ -426,6 +427,7 @@ def check_rnn_backward(rnn_backward: Callable, hidden: bool = False) -> None:
         cases,
         _compare_grads,
         mistakes=_bptt_mistakes,
+        same=same_on_keys,
     )
 
 
