@@ -613,7 +613,7 @@ def _label(case: Case) -> str:
 
 def _inputs(case: Case) -> str:
     lines = [
-        f"  {n} = {case.shown.get(n) or show(a)}"
+        f"  {n} = " + (case.shown.get(n) or show(a)).replace("\n", "\n" + " " * (len(n) + 5))
         for n, a in zip(case.names, case.args, strict=True)
-    ]
+    ]  # continuation lines indented under the value
     return "\n".join(lines) + "\n"
