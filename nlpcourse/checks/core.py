@@ -277,9 +277,13 @@ def show(value: Any, width: int = 90) -> str:
     if isinstance(value, np.ndarray):
         text = np.array2string(value, precision=6, suppress_small=True, separator=", ")
     elif isinstance(value, tuple) and any(isinstance(v, np.ndarray) for v in value):
-        text = "(" + ",\n ".join(show(v, width) for v in value) + ")"
+        text = "(" + ",\n ".join(show(v, width).replace("\n", "\n ") for v in value) + ")"
     elif isinstance(value, Mapping) and any(isinstance(v, np.ndarray) for v in value.values()):
-        text = "{" + ",\n ".join(f"{k!r}: {show(v, width)}" for k, v in value.items()) + "}"
+        items = [
+            f"{k!r}: " + show(v, width).replace("\n", "\n" + " " * (len(repr(k)) + 3))
+            for k, v in value.items()
+        ]
+        text = "{" + ",\n ".join(items) + "}"
     else:
         if isinstance(value, dict):
             value = dict(sorted(value.items(), key=lambda kv: repr(kv[0])))

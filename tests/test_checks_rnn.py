@@ -1,0 +1,185 @@
+"""Tests of the exercise checks of 04-rnn (nlpcourse.checks.rnn) and of their answer keys.
+
+Student-style implementations written here (none calls nlpcourse.rnn): right ones, also returned in
+other reasonable forms (float32, torch tensors, lists, an extra key), must pass the hidden checks;
+each usual mistake must fail with a message naming it; a wrong answer nobody anticipated must fail
+with the input, the expected answer and the answer it got. The answer keys of the two concept
+questions are checked against an array whose entries name themselves and the chapter's examples.
+"""
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import nlpcourse.checks.rnn as checks
+from nlpcourse.checks import CheckFailed
+from nlpcourse.checks.rnn import ARCHITECTURE_ANSWERS, token_index_answer
+from nlpcourse.rnn import ARCHITECTURES, LAYOUTS
+
+# ------------------------------------------------------------------ student implementations
+
+
+def token_index(i, j, layout):
+    return (i - 1, j - 1) if layout == "batch-first" else (j - 1, i - 1)
+
+
+def architecture_for(task):
+    return ARCHITECTURE_ANSWERS[task]
+
+
+def rnn_cell_forward(x_t, h_prev, W_xh, W_hh, b_h, tanh=np.tanh):
+    return tanh(W_xh @ x_t + W_hh @ h_prev + b_h)
+
+
+def rnn_backward(x, targets, hs, y_hat, params, recurrence=True):
+    grads = {name: np.zeros_like(value) for name, value in params.items()}
+    carry = np.zeros(hs.shape[1])
+    for t in reversed(range(len(x))):
+        do = y_hat[t].copy()
+        do[targets[t]] -= 1.0
+        grads["W_hy"] += np.outer(do, hs[t + 1])
+        grads["b_y"] += do
+        delta = (1 - hs[t + 1] ** 2) * (params["W_hy"].T @ do + carry)
+        grads["W_hh"] += np.outer(delta, hs[t])
+        grads["W_xh"] += np.outer(delta, x[t])
+        grads["b_h"] += delta
+        carry = params["W_hh"].T @ delta if recurrence else 0.0 * carry
+    return grads
+
+
+def lstm_cell(x_t, h_prev, c_prev, weight_ih, weight_hh, bias_ih, bias_hh, order="ifgo"):
+    gates = x_t @ weight_ih.T + bias_ih + h_prev @ weight_hh.T + bias_hh
+    blocks = dict(zip(order, gates.chunk(4, dim=1), strict=True))
+    i, f, o = (torch.sigmoid(blocks[k]) for k in "ifo")
+    c_t = f * c_prev + i * torch.tanh(blocks["g"])
+    return o * torch.tanh(c_t), c_t
+
+
+def gru_cell(x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh, textbook=False):
+    wx_r, wx_z, wx_n = (x_t @ weight_ih.T + bias_ih).chunk(3, dim=1)
+    W_r, W_z, W_n = weight_hh.chunk(3)
+    b_r, b_z, b_n = bias_hh.chunk(3)
+    r = torch.sigmoid(wx_r + h_prev @ W_r.T + b_r)
+    z = torch.sigmoid(wx_z + h_prev @ W_z.T + b_z)
+    if textbook:
+        n = torch.tanh(wx_n + (r * h_prev) @ W_n.T + b_n)
+    else:
+        n = torch.tanh(wx_n + r * (h_prev @ W_n.T + b_n))
+    return (1 - z) * n + z * h_prev
+
+
+@pytest.mark.parametrize(
+    "check,student",
+    [
+        (checks.check_token_index, lambda *a: [np.int64(k) for k in token_index(*a)]),
+        (checks.check_architecture_for, lambda task: architecture_for(task).upper()),
+        (checks.check_architecture_for, lambda task: architecture_for(task).replace("-", "_")),
+        (checks.check_rnn_cell_forward, lambda *a: rnn_cell_forward(*a).astype(np.float32)),
+        (checks.check_rnn_cell_forward, lambda *a: rnn_cell_forward(*a).tolist()),
+        (
+            checks.check_rnn_backward,
+            lambda *a: {k: torch.tensor(v) for k, v in rnn_backward(*a).items()} | {"h0": 0},
+        ),
+        (checks.check_lstm_cell, lambda *a: [t.numpy() for t in lstm_cell(*a)]),
+        (checks.check_lstm_cell, lambda *a: tuple(t.float() for t in lstm_cell(*a))),
+        (checks.check_gru_cell, lambda *a: gru_cell(*a).numpy()),
+        (checks.check_gru_cell, lambda *a: torch.nn.Parameter(gru_cell(*a))),
+    ],
+)
+def test_right_answers_in_other_forms_pass(check, student, capsys):
+    check(student, hidden=True)
+    assert "pass" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ mistakes named
+
+
+@pytest.mark.parametrize(
+    "check,student,message",
+    [
+        (checks.check_token_index, lambda i, j, layout: (i, j), "from 1, Python from 0"),
+        (
+            checks.check_token_index,
+            lambda i, j, layout: token_index(i, j, "time-first"),
+            "rows and columns are swapped",
+        ),
+        (
+            checks.check_rnn_cell_forward,
+            lambda *a: rnn_cell_forward(*a, tanh=lambda v: v),
+            "you forgot the tanh",
+        ),
+        (
+            checks.check_rnn_backward,
+            lambda *a: rnn_backward(*a, recurrence=False),
+            "did you add W_hh^T delta_{t+1}",
+        ),
+        (checks.check_lstm_cell, lambda *a: lstm_cell(*a, order="ifog"), "as the gates i, f, o, g"),
+        (checks.check_lstm_cell, lambda *a: lstm_cell(*a)[::-1], "you returned (c_t, h_t)"),
+        (checks.check_gru_cell, lambda *a: gru_cell(*a, textbook=True), "the textbook GRU"),
+    ],
+)
+def test_each_mistake_is_named(check, student, message):
+    with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)):
+        check(student)
+
+
+def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_rnn_cell_forward(lambda x_t, h_prev, *weights: np.full(len(h_prev), 0.25))
+    message = str(failure.value)
+    assert "case 1 of" in message and "x_t = [1.]" in message and "W_xh = [[0.5]]" in message
+    assert "expected: [0.53705" in message and "got:      [0.25]" in message
+    assert "h_t[0] differs most: expected 0.5370" in message and "hint: h_t = tanh(" in message
+    assert "likely mistake" not in message
+
+
+def test_bptt_messages_give_a_finite_difference():
+    def off_by_a_bit(*args):
+        grads = rnn_backward(*args)
+        grads["W_xh"] = grads["W_xh"] + 0.01
+        return grads
+
+    with pytest.raises(CheckFailed, match="(?s)wrong: \\['W_xh'\\].*finite difference") as failure:
+        checks.check_rnn_backward(off_by_a_bit)
+    assert "where to look: dW_xh" in str(failure.value)
+
+
+def test_tensor_and_array_subclasses_are_refused():
+    class Sneaky(torch.Tensor):
+        pass
+
+    with pytest.raises(CheckFailed, match="it is a Sneaky"):
+        checks.check_gru_cell(lambda *a: gru_cell(*a).as_subclass(Sneaky))
+
+    class SneakyArray(np.ndarray):
+        pass
+
+    with pytest.raises(CheckFailed, match="it is a SneakyArray"):
+        checks.check_rnn_cell_forward(lambda *a: rnn_cell_forward(*a).view(SneakyArray))
+
+
+# ------------------------------------------------------------------ the answer keys
+
+
+def test_token_index_answer_finds_the_token_in_both_layouts():
+    # the oracle: an array whose entries name themselves, x^(i)<j> for i = 1..B, j = 1..T
+    B, T = 3, 5
+    X = np.array([[f"x({i})<{j}>" for j in range(1, T + 1)] for i in range(1, B + 1)])  # (B, T)
+    time_first = X.T  # (T, B), as torch.nn.RNN takes its input
+    for i in range(1, B + 1):
+        for j in range(1, T + 1):
+            assert X[token_index_answer(i, j, "batch-first")] == f"x({i})<{j}>"
+            assert time_first[token_index_answer(i, j, "time-first")] == f"x({i})<{j}>"
+    assert set(LAYOUTS) == {"batch-first", "time-first"}
+
+
+def test_architecture_answers():
+    assert set(ARCHITECTURE_ANSWERS.values()) == set(ARCHITECTURES)  # each has a task
+    # the examples the chapter names, written out here
+    assert ARCHITECTURE_ANSWERS["sentiment classification"] == "many-to-one"
+    assert ARCHITECTURE_ANSWERS["part-of-speech tagging"] == "many-to-many"
+    assert ARCHITECTURE_ANSWERS["machine translation"] == "encoder-decoder"
+    assert ARCHITECTURE_ANSWERS["speech recognition"] == "encoder-decoder"
+    assert ARCHITECTURE_ANSWERS["music generation"] == "one-to-many"
