@@ -66,6 +66,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from nlpcourse.guard import reference
+from nlpcourse.lm import NotFittedError
 
 TaggedSentence = Sequence[tuple[str, str]]
 
@@ -748,7 +749,7 @@ class HMM:
         visits only the tags a word was seen with: the same tags, several times faster.
         """
         if not hasattr(self, "log_emit_"):
-            raise ValueError("this HMM is not fitted yet: call fit(tagged_sentences) first")
+            raise NotFittedError("this HMM is not fitted yet: call fit(tagged_sentences) first")
         N = len(self.tags_)
         lengths = np.array([len(s) for s in sentences], dtype=np.intp)  # (S,)
         firsts = np.cumsum(lengths) - lengths  # (S,) position of each first word in `rows`
@@ -789,7 +790,7 @@ class HMM:
         ``log_emit_`` (its own, its lower-case form's or its word class's), with
         ``log P(</s> | tag)`` added to the last row."""
         if not hasattr(self, "log_emit_"):
-            raise ValueError("this HMM is not fitted yet: call fit(tagged_sentences) first")
+            raise NotFittedError("this HMM is not fitted yet: call fit(tagged_sentences) first")
         if len(words) == 0:
             raise ValueError("the sentence is empty (T = 0): there is nothing to tag or score")
         log_emit = self.log_emit_[self._emission_rows(list(words))]  # (T, N)
@@ -828,6 +829,8 @@ class MostFrequentTagger:
 
     def tag_sents(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
         """Tag each word of each sentence on its own."""
+        if not hasattr(self, "vocab_"):
+            raise NotFittedError("this tagger is not fitted yet: call fit(tagged_sentences) first")
         return [[self.vocab_.get(w, self.unknown_tag_) for w in s] for s in sentences]
 
     def tag(self, words: Sequence[str]) -> list[str]:

@@ -4,14 +4,16 @@ Based on Jurafsky & Martin, *Speech and Language Processing* (3rd ed. draft, "SL
 and Chen & Goodman (1999) for the smoothing methods. Equation labels ``(ngram-...)`` are the
 book's (``book/ngrams.md``).
 
-Conventions, fixed for the whole book:
+Conventions, fixed for the whole book in :mod:`nlpcourse.lm` (the symbols, the vocabulary rule,
+perplexity), which the recurrent and transformer chapters share:
 
 * Each sentence ``w_1 ... w_m`` is padded with ``n-1`` start symbols ``<s>`` and one end symbol
   ``</s>``. The model predicts ``w_1, ..., w_m, </s>`` (``m + 1`` predictions per sentence); it
   never predicts ``<s>``, and perplexity counts ``</s>`` but not ``<s>``.
-* The vocabulary ``V`` is every training word seen at least ``min_count`` times, plus ``</s>`` and
-  ``<unk>``; every other word, in training or test text, is read as ``<unk>``. ``min_count=4`` is
-  the rule of Bengio et al. (2003): words seen 3 times or fewer are merged into one symbol.
+* The vocabulary ``V`` (:func:`nlpcourse.lm.build_vocab`) is ``</s>``, ``<unk>`` and every
+  training word seen at least ``min_count`` times; every other word, in training or test text,
+  is read as ``<unk>``. ``min_count=4`` is the rule of Bengio et al. (2003): words seen 3 times or
+  fewer are merged into one symbol.
 * Probabilities are over ``V``: for every context, seen or not, a smoothed model's
   ``P(w | context)`` sums to 1 over ``w`` in ``V``. Log probabilities are natural logs.
 
@@ -44,14 +46,29 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nlpcourse.guard import reference
+from nlpcourse.lm import BENGIO_MIN_COUNT as BENGIO_MIN_COUNT  # chapter 1 imports it from here
+from nlpcourse.lm import (
+    BOS,
+    EOS,
+    EOS_ID,
+    UNK_ID,
+    NotFittedError,
+    build_vocab,
+    check_sentences,
+    perplexity_from_nll,
+)
+from nlpcourse.lm import UNK as UNK  # tests and nlpcourse.arpa import it from here
 
-BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+if TYPE_CHECKING:
+    from nlpcourse.arpa import ArpaLM
+
 SMOOTHINGS = ("mle", "add-k", "interpolated", "absolute", "kneser-ney")
-BENGIO_MIN_COUNT = 4  # Bengio et al. (2003): words seen 3 times or fewer become one symbol
 
 Context = tuple[str, ...]
 
@@ -204,8 +221,9 @@ class NGramLM:
     * ``"absolute"``: interpolated absolute discounting (Kneser-Ney without continuation counts).
     * ``"kneser-ney"``: interpolated Kneser-Ney, SLP3 eq. 3.40-3.41 (see the module docstring).
 
-    After :meth:`fit`: ``vocab`` (the predicted words), ``counts_[m]`` (counts of m-grams as
-    sorted integer keys, ``m = 1..order``), and ``lambdas_`` for the interpolated model.
+    After :meth:`fit`: ``vocab_`` (the predicted words, :func:`nlpcourse.lm.build_vocab`; also
+    readable as ``vocab``), ``index_`` (word -> id), ``counts_[m]`` (counts of m-grams as sorted
+    integer keys, ``m = 1..order``), and ``lambdas_`` for the interpolated model.
     """
 
     def __init__(
@@ -246,29 +264,22 @@ class NGramLM:
         ``min_count`` sets the vocabulary (see the module docstring). ``heldout`` sentences tune
         the interpolation weights when ``smoothing="interpolated"`` and no ``lambdas`` were given.
         """
-        sentences = _as_sentences(sentences, "fit")
+        sentences = check_sentences(sentences, "fit")
         if not sentences:
             raise ValueError("fit() got an empty corpus: pass at least one sentence")
-        if min_count < 1:
-            raise ValueError(f"min_count must be >= 1, got {min_count!r}")
         if self.smoothing == "interpolated" and self.lambdas is None and heldout is None:
             raise ValueError(
                 "interpolated smoothing needs weights: pass lambdas=... to NGramLM, "
                 "or heldout=sentences to fit() to tune them by EM"
             )
-        word_counts = Counter(w for s in sentences for w in s)
-        kept = sorted(
-            (w for w, c in word_counts.items() if c >= min_count and w != UNK),
-            key=lambda w: (-word_counts[w], w),
-        )
-        self.vocab = kept + [EOS, UNK]
+        self.vocab_ = build_vocab(sentences, min_count)  # </s>, <unk>, then the words
         self.min_count = min_count
-        self.index_ = {w: i for i, w in enumerate(self.vocab)}
-        self.base_ = len(self.vocab) + 1  # ids 0..|V|-1 are the vocabulary, |V| is <s>
+        self.index_ = {w: i for i, w in enumerate(self.vocab_)}
+        self.base_ = len(self.vocab_) + 1  # ids 0..|V|-1 are the vocabulary, |V| is <s>
         if self.base_**self.order >= 2**63:
             raise ValueError(
-                f"order {self.order} with |V| = {len(self.vocab)} does not fit 64-bit n-gram keys; "
-                "use a lower order or a larger min_count"
+                f"order {self.order} with |V| = {len(self.vocab_)} does not fit 64-bit n-gram "
+                "keys; use a lower order or a larger min_count"
             )
 
         n, B = self.order, self.base_
@@ -287,16 +298,21 @@ class NGramLM:
             if self.lambdas is not None:
                 self.lambdas_ = np.asarray(self.lambdas, dtype=float)
             else:
-                self.lambdas_ = self._tune_lambdas(_as_sentences(heldout, "fit(heldout=...)"))
+                self.lambdas_ = self._tune_lambdas(check_sentences(heldout, "fit(heldout=...)"))
         return self
+
+    @property
+    def vocab(self) -> list[str]:
+        """The fitted vocabulary, ``vocab_`` (the name chapter 1 used before ``nlpcourse.lm``)."""
+        self._check_fitted()
+        return self.vocab_
 
     def _windows(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """Every n-gram of the padded sentences as ids: contexts (M, n-1) and words (M,)."""
-        n, bos, unk = self.order, self.base_ - 1, self.index_[UNK]
-        index = self.index_
+        n, bos, index = self.order, self.base_ - 1, self.index_
         stream, is_word = [], []
         for s in sentences:
-            stream += [bos] * (n - 1) + [index.get(w, unk) for w in s] + [index[EOS]]
+            stream += [bos] * (n - 1) + [index.get(w, UNK_ID) for w in s] + [EOS_ID]
             is_word += [False] * (n - 1) + [True] * (len(s) + 1)
         stream = np.array(stream, dtype=np.int64)
         t = np.flatnonzero(is_word)  # (M,) positions of predicted words
@@ -344,7 +360,7 @@ class NGramLM:
     def _components(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
         """Columns: uniform, then the MLE of orders 1..n, an unseen context taking the shorter
         context's estimate (eq. ngram-interp). Shape (M, n+1)."""
-        columns = [np.full(len(w), 1 / len(self.vocab))]
+        columns = [np.full(len(w), 1 / len(self.vocab_))]
         for m in range(1, self.order + 1):
             p, seen = self._mle(ctx, w, m)
             columns.append(np.where(seen, p, columns[-1]) if m > 1 else p)
@@ -356,7 +372,7 @@ class NGramLM:
         ``top`` stops the recursion at that order (the lower-order distributions that an ARPA
         file lists, :mod:`nlpcourse.arpa`); by default it runs to the model's order."""
         d, n = self.discount, self.order
-        p = np.full(len(w), 1 / len(self.vocab))  # the uniform base
+        p = np.full(len(w), 1 / len(self.vocab_))  # the uniform base
         for m in range(1, (top or n) + 1):
             if m < n and self.smoothing == "kneser-ney":
                 table, contexts = self.continuation_[m], self.continuation_contexts_[m]
@@ -377,7 +393,7 @@ class NGramLM:
         if self.smoothing == "mle":
             return self._mle(ctx, w, self.order)[0]
         if self.smoothing == "add-k":
-            m, k, V = self.order, self.k, len(self.vocab)
+            m, k, V = self.order, self.k, len(self.vocab_)
             c_ctx = self.contexts_[m].lookup(self._key(ctx, None, m), "total")
             c = self.counts_[m].lookup(self._key(ctx, w, m), "count")
             return (c + k) / (c_ctx + k * V)
@@ -386,8 +402,8 @@ class NGramLM:
         return self._discounted(ctx, w)
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "vocab"):
-            raise RuntimeError("this NGramLM is not fitted yet: call fit(sentences) first")
+        if not hasattr(self, "vocab_"):
+            raise NotFittedError("this NGramLM is not fitted yet: call fit(sentences) first")
 
     def _encode_query(self, word: str, context: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         self._check_fitted()
@@ -395,13 +411,13 @@ class NGramLM:
             raise ValueError("<s> is never predicted: it is not in the vocabulary")
         if isinstance(context, str):
             raise TypeError(f"context must be a sequence of words, not the string {context!r}")
-        n, bos, unk = self.order, self.base_ - 1, self.index_[UNK]
+        n, bos = self.order, self.base_ - 1
         context = [BOS] * (n - 1) + list(context)  # a short context is a sentence start
         ids = [
-            bos if u == BOS else self.index_.get(u, unk) for u in context[len(context) - n + 1 :]
+            bos if u == BOS else self.index_.get(u, UNK_ID) for u in context[len(context) - n + 1 :]
         ]
         ctx = np.array([ids], dtype=np.int64).reshape(1, n - 1)
-        return ctx, np.array([self.index_.get(word, unk)])
+        return ctx, np.array([self.index_.get(word, UNK_ID)])
 
     def prob(self, word: str, context: Sequence[str] = ()) -> float:
         """P(word | the last order-1 words of context). Unknown words read as ``<unk>``; a context
@@ -416,17 +432,17 @@ class NGramLM:
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
         """Perplexity on ``sentences``, eq. (ngram-ppl): every word and each ``</s>`` counted."""
         self._check_fitted()
-        sentences = _as_sentences(sentences, "perplexity")
+        sentences = check_sentences(sentences, "perplexity")
         if not sentences:
             raise ValueError("perplexity() got no sentences")
-        p = self._prob_ids(*self._windows(sentences))
+        p = self._prob_ids(*self._windows(sentences))  # (N,): every word and each </s>
         with np.errstate(divide="ignore"):
-            return float(np.exp(-np.log(p).mean()))
+            return perplexity_from_nll(float(-np.log(p).sum()), len(p))
 
     def distribution(self, context: Sequence[str] = ()) -> np.ndarray:
-        """P(w | context) for every w in ``vocab``, in vocabulary order (sums to 1)."""
+        """P(w | context) for every w in ``vocab_``, in vocabulary order (sums to 1)."""
         ctx, _ = self._encode_query(EOS, context)
-        V = len(self.vocab)
+        V = len(self.vocab_)
         return self._prob_ids(np.repeat(ctx, V, axis=0), np.arange(V))
 
     def generate(self, max_len: int = 30, seed: int = 0) -> list[str]:
@@ -438,14 +454,35 @@ class NGramLM:
             p = self.distribution(words[-(self.order - 1) :] if self.order > 1 else ())
             if p.sum() == 0:  # an MLE model in a context it never saw
                 break
-            w = self.vocab[rng.choice(len(p), p=p / p.sum())]
+            w = self.vocab_[rng.choice(len(p), p=p / p.sum())]
             if w == EOS:
                 break
             words.append(w)
         return words
 
+    def token_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
+        """P of every predicted token of ``sentences``, in order: each word, then ``</s>``."""
+        self._check_fitted()
+        return self._prob_ids(*self._windows(check_sentences(sentences, "token_probs")))
+
+    def to_arpa(self, path: str | Path) -> Path:
+        """Write the model as an ARPA back-off file, the format KenLM, SRILM and Kaldi read
+        (:func:`nlpcourse.arpa.write_arpa`: Kneser-Ney, absolute discounting and add-k)."""
+        from nlpcourse.arpa import write_arpa
+
+        return write_arpa(self, path)
+
+    @staticmethod
+    def from_arpa(path: str | Path) -> ArpaLM:
+        """Read any ARPA back-off file (ours, KenLM's ``lmplz``, SRILM's) into a model with the
+        same scoring interface (:class:`nlpcourse.arpa.ArpaLM`: ``prob``, ``logprob``,
+        ``perplexity``, ``log10_probs``)."""
+        from nlpcourse.arpa import read_arpa
+
+        return read_arpa(path)
+
     def __repr__(self) -> str:
-        fitted = f", |V|={len(self.vocab)}" if hasattr(self, "vocab") else ""
+        fitted = f", |V|={len(self.vocab_)}" if hasattr(self, "vocab_") else ""
         return f"NGramLM(order={self.order}, smoothing={self.smoothing!r}{fitted})"
 
 
@@ -460,24 +497,5 @@ def _check_lambdas(lambdas: Sequence[float], order: int) -> None:
         raise ValueError(f"lambdas must be non-negative and sum to 1, got {lambdas.tolist()}")
 
 
-def _as_sentences(sentences: Iterable[Sequence[str]], where: str) -> list[list[str]]:
-    """The sentences as a list of token lists, with a clear error for anything else."""
-    if isinstance(sentences, str):
-        raise TypeError(f"{where}: expected a list of sentences (token lists), got one string")
-    out = []
-    for i, s in enumerate(sentences):
-        if isinstance(s, str) or not isinstance(s, Sequence):
-            raise TypeError(
-                f"{where}: sentence {i} is a {type(s).__name__}, not a list of tokens "
-                f"(split text into words first, e.g. text.split())"
-            )
-        for w in s:
-            if not isinstance(w, str):
-                raise TypeError(f"{where}: sentence {i} has a token {w!r} that is not a string")
-            if w in (BOS, EOS):
-                raise ValueError(
-                    f"{where}: sentence {i} contains {w!r}; pass bare sentences, the model adds "
-                    "<s> and </s> itself"
-                )
-        out.append(list(s))
-    return out
+# the checks of the sentences passed to fit() and perplexity(), shared with the other models
+_as_sentences = check_sentences

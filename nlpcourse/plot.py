@@ -234,7 +234,7 @@ def learning_curves(
 ) -> Axes:
     """Validation perplexity (log scale) during training, one line per model.
 
-    ``histories`` maps a model's name to the dictionary returned by ``nlpcourse.rnn.train_lm``
+    ``histories`` maps a model's name to the dictionary returned by ``nlpcourse.lm.train_lm``
     (``x``, ``"step"`` or ``"words"``, on the horizontal axis; ``"valid_ppl"`` on the vertical
     one). ``references`` maps a label to a perplexity drawn as a dashed horizontal line, e.g. an
     n-gram model's perplexity on the same validation text.

@@ -58,11 +58,11 @@ width, ``V`` vocabulary size.
    the forget gates ``f_{k+1} * ... * f_T``.
 
 4. **An RNN language model** (:class:`RNNLM`: embedding, recurrent layer, linear map to ``V``
-   scores, softmax) trained with teacher forcing, truncated BPTT and gradient clipping
-   (:func:`train_lm`), and its perplexity (:func:`evaluate_perplexity`) with the conventions of the
-   n-gram chapter: the vocabulary is every training word seen at least ``min_count`` times plus
-   ``</s>`` and ``<unk>`` (``min_count=4`` is the rule of Bengio et al. 2003), every word and each
-   sentence's ``</s>`` is predicted and counted, ``<s>`` never, and
+   scores, softmax), a language model in the sense of :mod:`nlpcourse.lm`, which holds what all
+   the book's language models share: the vocabulary rule, encoding, stream batching, perplexity
+   and the training loop with teacher forcing, truncated BPTT and gradient clipping
+   (:func:`~nlpcourse.lm.train_lm`, :func:`~nlpcourse.lm.evaluate_perplexity`, re-exported
+   here). Every word and each sentence's ``</s>`` is predicted and counted, ``<s>`` never, and
    ``PPL = exp(-(1/N) sum_i log P(w_i | w_<i))``                                    (lm-ppl).
 
 5. **Notation and architectures** (:func:`token_index`, :func:`architecture_for`): where the
@@ -89,22 +89,20 @@ Deliberate departures, stated plainly:
   parameter starts uniform in ``[-1/sqrt(H), 1/sqrt(H)]``, as in torch.
 * The layers are single-layer, one direction, no dropout, time-first ``(T, B, D)`` only (no
   unbatched ``(T, D)`` input: use ``x.unsqueeze(1)``).
-* The language model reads a corpus as one **continuous stream** ``</s> w w w </s> w w </s> ...``:
-  the first ``</s>`` is context only and stands for ``<s>`` (which is not in the vocabulary and
-  is never predicted), and each later ``</s>`` is both predicted and the start context of the
-  next sentence. The hidden state runs on across sentence boundaries, so unlike an n-gram model
-  the RNN may condition on earlier sentences. It is trained with Adam and a full softmax over
-  the vocabulary, not with plain SGD as in Elman (1990) and Mikolov et al. (2010).
-* In the vocabulary list the two special words come first (``</s>`` = 0, ``<unk>`` = 1) so their
-  ids do not depend on ``V``; ``nlpcourse.ngram.NGramLM.vocab`` holds the same set with them last.
+* The language model reads a corpus as one **continuous stream** ``</s> w w w </s> w w </s> ...``
+  (:mod:`nlpcourse.lm`): the first ``</s>`` is context only and stands for ``<s>`` (which is not
+  in the vocabulary and is never predicted), and each later ``</s>`` is both predicted and the
+  start context of the next sentence. The hidden state runs on across sentence boundaries, so
+  unlike an n-gram model the RNN may condition on earlier sentences. It is trained with Adam and
+  a full softmax over the vocabulary, not with plain SGD as in Elman (1990) and Mikolov et al.
+  (2010). :class:`RNNLM` takes its ids batch first, ``(B, T)``, like every language model of
+  the book, while its recurrent layers, like torch's, read time first, ``(T, B, D)``.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -114,10 +112,19 @@ from torch.autograd.function import once_differentiable
 
 from nlpcourse.guard import reference
 
-EOS, UNK = "</s>", "<unk>"
-EOS_ID, UNK_ID = 0, 1  # the special words come first in every vocabulary built here
-BENGIO_MIN_COUNT = 4  # Bengio et al. (2003): words seen 3 times or fewer become <unk>
-IGNORE_INDEX = -100  # a target that is not counted (padding); torch's cross_entropy default
+# The language-model layer (section 4) lives in nlpcourse.lm, shared with chapters 1, 5 and 6;
+# these names stay importable from here, where chapter 4 first met them.
+from nlpcourse.lm import BENGIO_MIN_COUNT as BENGIO_MIN_COUNT
+from nlpcourse.lm import EOS as EOS
+from nlpcourse.lm import EOS_ID as EOS_ID
+from nlpcourse.lm import IGNORE_INDEX as IGNORE_INDEX
+from nlpcourse.lm import UNK as UNK
+from nlpcourse.lm import UNK_ID as UNK_ID
+from nlpcourse.lm import batchify as batchify
+from nlpcourse.lm import build_vocab as build_vocab
+from nlpcourse.lm import encode as encode
+from nlpcourse.lm import evaluate_perplexity as evaluate_perplexity
+from nlpcourse.lm import train_lm as train_lm
 
 NUMPY_PARAMS = ("W_xh", "W_hh", "W_hy", "b_h", "b_y")
 
@@ -768,61 +775,8 @@ def forget_gate_product(layer: LSTM, x: Tensor, k: int) -> Tensor:
 
 
 # ====================================================================== 4. the language model
-
-
-def build_vocab(sentences: Iterable[Sequence[str]], min_count: int = BENGIO_MIN_COUNT) -> list[str]:
-    """``["</s>", "<unk>"]`` followed by every word seen at least ``min_count`` times in
-    ``sentences``, most frequent first (ties alphabetical). The same set as
-    ``nlpcourse.ngram.NGramLM(...).fit(sentences, min_count).vocab``, in another order."""
-    if min_count < 1:
-        raise ValueError(f"min_count must be >= 1, got {min_count!r}")
-    counts = Counter(w for s in sentences for w in s)
-    kept = sorted(
-        (w for w, c in counts.items() if c >= min_count and w not in (EOS, UNK)),
-        key=lambda w: (-counts[w], w),
-    )
-    return [EOS, UNK] + kept
-
-
-def encode(sentences: Iterable[Sequence[str]], vocab: Sequence[str]) -> list[list[int]]:
-    """Sentences of words to sentences of ids in ``vocab``; words outside it become ``<unk>``.
-
-    No ``</s>`` is added here: :func:`batchify` adds it."""
-    if list(vocab[:2]) != [EOS, UNK]:
-        raise ValueError("vocab must start with '</s>', '<unk>': build it with build_vocab()")
-    index = {w: i for i, w in enumerate(vocab)}
-    encoded = []
-    for i, s in enumerate(sentences):
-        if isinstance(s, str):
-            raise TypeError(f"sentence {i} is a string; split it into words first")
-        encoded.append([index.get(w, UNK_ID) for w in s])
-    return encoded
-
-
-def batchify(sentences_ids: Sequence[Sequence[int]], batch_size: int) -> tuple[Tensor, Tensor]:
-    """The stream ``</s> s_1 </s> s_2 </s> ...`` cut into ``batch_size`` columns.
-
-    Returns ``inputs`` and ``targets``, both (L, B) with ``L = ceil(N / B)``: column b holds the
-    b-th piece of the stream, read top to bottom, and ``targets[t, b]`` is the word that follows
-    ``inputs[t, b]``. Every word and every sentence's ``</s>`` is a target exactly once (N in
-    all); the first ``</s>`` is only an input. The last column is padded with targets
-    ``IGNORE_INDEX``, which are not counted.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
-    stream = [EOS_ID]
-    for s in sentences_ids:
-        stream.extend(s)
-        stream.append(EOS_ID)
-    stream = torch.tensor(stream, dtype=torch.long)  # (N+1,)
-    if len(stream) == 1:
-        raise ValueError("batchify() got no sentences")
-    inputs, targets = stream[:-1], stream[1:]  # (N,) each: targets[i] follows inputs[i]
-    N, B = len(targets), batch_size
-    L = -(-N // B)  # ceil(N / B)
-    inputs = F.pad(inputs, (0, L * B - N), value=EOS_ID)  # (L*B,)
-    targets = F.pad(targets, (0, L * B - N), value=IGNORE_INDEX)  # (L*B,)
-    return inputs.view(B, L).T.contiguous(), targets.view(B, L).T.contiguous()  # (L, B) each
+# The vocabulary, the stream batching, perplexity and the training loop are the language-model
+# layer that every chapter shares, nlpcourse.lm; chapter 4 imports them from there.
 
 
 class RNNLM(nn.Module):
@@ -831,6 +785,8 @@ class RNNLM(nn.Module):
     ``P(w_{t+1} | w_1 .. w_t) = softmax(W_hy h_t + b_y)`` with ``h_t`` from the recurrent layer
     (``cell`` = ``"rnn"``, ``"lstm"`` or ``"gru"``, the layers of this module) reading the word
     embeddings. :meth:`forward` returns the scores (logits); the softmax is taken inside the loss.
+    It is a language model in the sense of :mod:`nlpcourse.lm`: ids ``(B, T)`` and a state in,
+    logits ``(B, T, V)`` and the new state out, so :func:`nlpcourse.lm.train_lm` trains it.
     """
 
     CELLS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
@@ -847,151 +803,21 @@ class RNNLM(nn.Module):
         self.output = nn.Linear(hidden_size, vocab_size)  # W_hy (V, H), b_y (V,)
 
     def forward(self, ids: Tensor, state=None):
-        """``ids`` (T, B) -> ``(logits (T, B, V), final state)``; ``state`` as the layer's."""
+        """``ids`` (B, T) -> ``(logits (B, T, V), final state)``; ``state`` as the layer's.
+
+        The recurrent layers read time first, so the batch is turned to (T, B) for them and the
+        scores back to (B, T, V) at the end."""
         if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.dtype != torch.long:
             shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-            raise ValueError(f"ids must be a (T, B) tensor of word ids (torch.long), got {shape}")
-        e = self.embedding(ids)  # (T, B, E)
+            raise ValueError(f"ids must be a (B, T) tensor of word ids (torch.long), got {shape}")
+        e = self.embedding(ids.T)  # (T, B, E)
         hs, state = self.rnn(e, state)  # (T, B, H)
-        return self.output(hs), state  # (T, B, V)
+        return self.output(hs).transpose(0, 1), state  # (T, B, V) -> (B, T, V)
 
     def reset_parameters(self) -> None:
         """Draw every parameter again from its initial distribution (torch's defaults)."""
         for module in (self.embedding, self.rnn, self.output):
             module.reset_parameters()
-
-
-def _check_ids(model: RNNLM, sentences_ids: Sequence[Sequence[int]], name: str) -> None:
-    largest = max((max(s) for s in sentences_ids if len(s)), default=0)
-    smallest = min((min(s) for s in sentences_ids if len(s)), default=0)
-    if smallest < 0 or largest >= model.vocab_size:
-        raise ValueError(
-            f"{name} has word ids outside [0, V) = [0, {model.vocab_size}) "
-            f"(min {smallest}, max {largest}): encode it with the model's vocabulary"
-        )
-
-
-def _detach(state):
-    """Cut the graph behind a state, keeping its values: truncated BPTT."""
-    return tuple(s.detach() for s in state) if isinstance(state, tuple) else state.detach()
-
-
-def evaluate_perplexity(
-    model: RNNLM, sentences_ids: Sequence[Sequence[int]], batch_size: int = 32, bptt: int = 35
-) -> float:
-    """Perplexity, eq. (lm-ppl), of ``model`` on sentences of word ids (without ``</s>``).
-
-    ``N`` counts every word and each sentence's ``</s>``; the opening ``</s>`` (standing for
-    ``<s>``) is context only. The stream is read as ``batch_size`` pieces in parallel, each
-    starting from a zero state (:func:`batchify`), ``bptt`` steps at a time with the state
-    carried over; ``batch_size=1`` reads it as one unbroken sequence.
-    """
-    _check_ids(model, sentences_ids, "sentences_ids")
-    inputs, targets = batchify(sentences_ids, batch_size)  # (L, B) each
-    was_training = model.training
-    model.eval()
-    total_nll, N, state = 0.0, 0, None
-    with torch.no_grad():
-        for start in range(0, len(inputs), bptt):
-            logits, state = model(inputs[start : start + bptt], state)  # (T, B, V)
-            y = targets[start : start + bptt]  # (T, B)
-            total_nll += F.cross_entropy(
-                logits.reshape(-1, model.vocab_size),  # (T*B, V)
-                y.reshape(-1),
-                ignore_index=IGNORE_INDEX,
-                reduction="sum",
-            ).item()
-            N += int((y != IGNORE_INDEX).sum())
-    model.train(was_training)
-    return math.exp(total_nll / N)
-
-
-def train_lm(
-    model: RNNLM,
-    train_ids: Sequence[Sequence[int]],
-    valid_ids: Sequence[Sequence[int]],
-    steps: int,
-    batch_size: int = 32,
-    bptt: int = 35,
-    lr: float = 1e-2,
-    clip: float = 1.0,
-    eval_every: int = 100,
-    seed: int | None = 0,
-) -> dict[str, list[float]]:
-    """Train ``model`` for ``steps`` updates and return its learning curve.
-
-    * Teacher forcing: the input at every step is the true previous word, never a sample.
-    * Truncated BPTT: the training stream (:func:`batchify`, ``batch_size`` columns) is read
-      ``bptt`` steps at a time; the state is carried from one segment to the next but detached,
-      so gradients flow back at most ``bptt`` steps. After the end of the stream it starts again
-      from a zero state.
-    * Each update: mean cross-entropy of the segment's predictions, gradient norm clipped to
-      ``clip`` (Pascanu et al. 2013; ``torch.nn.utils.clip_grad_norm_``), one Adam step with
-      learning rate ``lr`` (1e-2 suits the short runs of the chapter: a few hundred steps).
-    * ``seed``: when not None, ``torch.manual_seed(seed)`` and ``model.reset_parameters()`` first,
-      so the same call gives the same curve (training itself has no other randomness); with
-      ``seed=None`` training continues from the model's current parameters.
-
-    Returns lists, one entry per evaluation (after step 0, every ``eval_every`` steps, and after
-    the last): ``step``; ``words``, the number of predictions trained on so far; ``seconds`` of
-    training so far (evaluation not included); ``train_ppl``, the perplexity of the predictions
-    trained on since the previous entry (nan at step 0); ``valid_ppl``,
-    :func:`evaluate_perplexity` on ``valid_ids``.
-    """
-    for name, value in (("steps", steps), ("bptt", bptt), ("eval_every", eval_every)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value!r}")
-    _check_ids(model, train_ids, "train_ids")
-    _check_ids(model, valid_ids, "valid_ids")
-    if seed is not None:
-        torch.manual_seed(seed)
-        model.reset_parameters()
-    inputs, targets = batchify(train_ids, batch_size)  # (L, B) each
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    history: dict[str, list[float]] = {
-        "step": [],
-        "words": [],
-        "seconds": [],
-        "train_ppl": [],
-        "valid_ppl": [],
-    }
-    words, seconds, interval_nll, interval_words = 0, 0.0, 0.0, 0
-
-    def record(step: int) -> None:
-        history["step"].append(step)
-        history["words"].append(words)
-        history["seconds"].append(seconds)
-        history["train_ppl"].append(
-            math.exp(interval_nll / interval_words) if interval_words else math.nan
-        )
-        history["valid_ppl"].append(evaluate_perplexity(model, valid_ids, batch_size, bptt))
-
-    record(0)
-    start, state = 0, None
-    for step in range(1, steps + 1):
-        tic = time.perf_counter()
-        model.train()
-        if start >= len(inputs):  # the end of the stream: start it again from a zero state
-            start, state = 0, None
-        x, y = inputs[start : start + bptt], targets[start : start + bptt]  # (T, B) each
-        start += bptt
-        logits, state = model(x, None if state is None else _detach(state))  # (T, B, V)
-        loss = F.cross_entropy(
-            logits.reshape(-1, model.vocab_size), y.reshape(-1), ignore_index=IGNORE_INDEX
-        )  # mean over the counted targets
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        n = int((y != IGNORE_INDEX).sum())
-        words += n
-        interval_nll += loss.item() * n
-        interval_words += n
-        seconds += time.perf_counter() - tic
-        if step % eval_every == 0 or step == steps:
-            record(step)
-            interval_nll, interval_words = 0.0, 0
-    return history
 
 
 # ========================================================== 5. notation and architectures

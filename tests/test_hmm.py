@@ -38,6 +38,7 @@ from nlpcourse.hmm import (
     viterbi_pruned,
     word_class,
 )
+from nlpcourse.lm import NotFittedError
 
 NEG_INF = -math.inf
 
@@ -561,7 +562,7 @@ def test_tagger_bad_input():
         HMM().fit([["the", "dog"]])
     with pytest.raises(ValueError, match="trans_lambda"):
         HMM(trans_lambda=2.0).fit(TINY)
-    with pytest.raises(ValueError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         HMM().tag(["the"])
 
 

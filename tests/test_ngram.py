@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
+from nlpcourse.lm import NotFittedError
 from nlpcourse.ngram import (
     BOS,
     EOS,
@@ -89,8 +90,8 @@ def test_worked_bigram_example():
 def test_vocabulary_rule():
     corpus = [["a", "a", "b"], ["a", "c", "b"]]
     lm = NGramLM(order=1, smoothing="mle").fit(corpus, min_count=2)
-    assert set(lm.vocab) == {"a", "b", EOS, UNK}
-    assert BOS not in lm.vocab
+    assert set(lm.vocab_) == {"a", "b", EOS, UNK}
+    assert BOS not in lm.vocab_
     # c is seen once: with min_count=2 it is <unk>, and so is any unseen word
     assert lm.prob("c") == lm.prob(UNK) == lm.prob("zebra") == pytest.approx(1 / 8)
     assert lm.prob(EOS) == pytest.approx(2 / 8)  # 8 predicted tokens
@@ -98,7 +99,7 @@ def test_vocabulary_rule():
 
 def test_laplace_by_hand():
     lm = NGramLM(order=2, smoothing="add-k", k=1.0).fit(TOY)
-    V = len(lm.vocab)  # 9 words + </s> + <unk> = 11
+    V = len(lm.vocab_)  # 9 words + </s> + <unk> = 11
     assert V == 11
     assert lm.prob("am", ["I"]) == pytest.approx((2 + 1) / (3 + V))
     assert lm.prob("Marks", ["I"]) == pytest.approx(1 / (3 + V))
@@ -131,7 +132,7 @@ def test_mle_and_addk_match_recount(order, seed):
         contexts[g[:-1]] += c
     mle = NGramLM(order, "mle").fit(corpus)
     addk = NGramLM(order, "add-k", k=0.5).fit(corpus)
-    V = len(addk.vocab)
+    V = len(addk.vocab_)
     for g, c in counts.items():
         assert mle.prob(g[-1], g[:-1]) == pytest.approx(c / contexts[g[:-1]])
         assert addk.prob(g[-1], g[:-1]) == pytest.approx((c + 0.5) / (contexts[g[:-1]] + 0.5 * V))
@@ -142,14 +143,14 @@ def test_mle_and_addk_match_recount(order, seed):
 def test_discounting_matches_recursive_definition(smoothing, order):
     corpus = random_corpus(order, n_types=6)
     lm = NGramLM(order, smoothing, discount=0.6).fit(corpus)
-    oracle = brute_kn(corpus, order, lm.vocab, 0.6, continuation=smoothing == "kneser-ney")
+    oracle = brute_kn(corpus, order, lm.vocab_, 0.6, continuation=smoothing == "kneser-ney")
     rng = random.Random(order)
     contexts = [
-        tuple(rng.choice(lm.vocab[:-2] + [BOS, "zzz"]) for _ in range(order - 1)) for _ in range(25)
+        tuple(rng.choice(lm.vocab_[2:] + [BOS, "zzz"]) for _ in range(order - 1)) for _ in range(25)
     ]
     for ctx in contexts:
-        ctx_ids = tuple(c if c in lm.vocab or c == BOS else UNK for c in ctx)
-        for w in lm.vocab:
+        ctx_ids = tuple(c if c in lm.vocab_ or c == BOS else UNK for c in ctx)
+        for w in lm.vocab_:
             assert lm.prob(w, ctx) == pytest.approx(oracle(w, ctx_ids), abs=1e-12)
 
 
@@ -157,9 +158,9 @@ def test_kn_bigram_function_matches_model():
     corpus = random_corpus(5)
     lm = NGramLM(2, "kneser-ney", discount=0.75).fit(corpus)
     counts = count_ngrams(corpus, 2)
-    for v in lm.vocab + [BOS]:
-        for w in lm.vocab:
-            expected = kn_bigram_prob(counts, (v,), w, len(lm.vocab), 0.75)
+    for v in lm.vocab_ + [BOS]:
+        for w in lm.vocab_:
+            expected = kn_bigram_prob(counts, (v,), w, len(lm.vocab_), 0.75)
             assert lm.prob(w, [v]) == pytest.approx(expected, abs=1e-12)
 
 
@@ -169,7 +170,7 @@ def test_interpolation_is_a_mixture_of_mle_orders(order):
     lambdas = np.linspace(1, 2, order + 1) / np.linspace(1, 2, order + 1).sum()
     lm = NGramLM(order, "interpolated", lambdas=lambdas).fit(corpus)
     counts = brute_counts(corpus, order)
-    V = len(lm.vocab)
+    V = len(lm.vocab_)
 
     def mle_m(w, ctx, m):  # order-m MLE, a shorter context's estimate where ctx is unseen
         if m == 0:
@@ -179,8 +180,8 @@ def test_interpolation_is_a_mixture_of_mle_orders(order):
         return counts[m][ctx_m + (w,)] / total if total else mle_m(w, ctx, m - 1)
 
     for ctx in [(BOS,) * (order - 1), ("w1", "w2")[: order - 1], ("w0", "nope")[: order - 1]]:
-        ctx_ids = tuple(c if c in lm.vocab or c == BOS else UNK for c in ctx)
-        for w in lm.vocab:
+        ctx_ids = tuple(c if c in lm.vocab_ or c == BOS else UNK for c in ctx)
+        for w in lm.vocab_:
             expected = sum(lambdas[m] * mle_m(w, ctx_ids, m) for m in range(order + 1))
             assert lm.prob(w, ctx) == pytest.approx(expected)
 
@@ -206,7 +207,7 @@ def test_every_smoothed_distribution_sums_to_one(smoothing, order):
     corpus = random_corpus(order + 20)
     lm = NGramLM(order, smoothing, lambdas=[1 / (order + 1)] * (order + 1)).fit(corpus)
     for ctx in [(), ("w1",), ("w0", "w1", "w2"), ("unseen", "unseen", "unseen"), (BOS, BOS)]:
-        total = sum(lm.prob(w, ctx) for w in lm.vocab)
+        total = sum(lm.prob(w, ctx) for w in lm.vocab_)
         assert total == pytest.approx(1.0, abs=1e-12), (smoothing, order, ctx)
 
 
@@ -225,14 +226,14 @@ def test_perplexity_definition():
 def test_uniform_model_has_perplexity_vocab_size():
     """Add-k with a huge k is (nearly) uniform: perplexity -> |V|."""
     lm = NGramLM(2, "add-k", k=1e9).fit(TOY)
-    assert lm.perplexity(TOY) == pytest.approx(len(lm.vocab), rel=1e-6)
+    assert lm.perplexity(TOY) == pytest.approx(len(lm.vocab_), rel=1e-6)
 
 
 def test_addk_function_and_model_agree():
     counts = count_ngrams(TOY, 2)
     lm = NGramLM(2, "add-k", k=0.1).fit(TOY)
-    for v in lm.vocab[:-2] + [BOS]:
-        for w in lm.vocab:
+    for v in lm.vocab_[2:] + [BOS]:
+        for w in lm.vocab_:
             assert lm.prob(w, [v]) == pytest.approx(addk_prob(counts, (v,), w, 11, 0.1))
 
 
@@ -283,7 +284,7 @@ def test_bad_input_errors():
         NGramLM(2).fit(TOY).prob(BOS, ["I"])
     with pytest.raises(ValueError, match="contains '</s>'"):
         NGramLM(2).fit([["a", EOS]])
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         NGramLM(2).prob("a", ["b"])
 
 
@@ -309,7 +310,7 @@ def test_brown_bengio_vocabulary_and_perplexities():
     train, valid, test = brown_split()
     freq = Counter(w for s in train for w in s)
     kn = NGramLM(3, "kneser-ney").fit(train, min_count=4)
-    assert len(kn.vocab) == sum(1 for c in freq.values() if c >= 4) + 2
+    assert len(kn.vocab_) == sum(1 for c in freq.values() if c >= 4) + 2
     laplace = NGramLM(3, "add-k", k=1.0).fit(train, min_count=4)
     ppl_kn, ppl_laplace = kn.perplexity(test), laplace.perplexity(test)
-    assert 50 < ppl_kn < ppl_laplace < len(kn.vocab)
+    assert 50 < ppl_kn < ppl_laplace < len(kn.vocab_)

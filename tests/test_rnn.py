@@ -380,29 +380,19 @@ def test_lstm_direct_cell_path_is_the_product_of_forget_gates():
 CORPUS = [s.split() for s in ["a b", "b", "a a c", "d"]]
 
 
-def test_build_vocab_and_encode():
-    vocab = rnn.build_vocab(CORPUS, min_count=2)  # a: 3, b: 2, c: 1, d: 1
-    assert vocab == ["</s>", "<unk>", "a", "b"]
-    assert rnn.encode([["a", "c", "b"], []], vocab) == [[2, 1, 3], []]
-    assert rnn.build_vocab(CORPUS, min_count=1)[2:] == ["a", "b", "c", "d"]
-
-
-def test_vocab_is_the_ngram_chapters():
-    ngram = pytest.importorskip("nlpcourse.ngram")
-    rng = random.Random(0)
-    corpus = [[f"w{rng.randint(0, 20)}" for _ in range(rng.randint(0, 8))] for _ in range(60)]
-    for min_count in (1, 2, 4):
-        expected = ngram.NGramLM(order=1, smoothing="add-k").fit(corpus, min_count=min_count).vocab
-        assert set(rnn.build_vocab(corpus, min_count)) == set(expected)
-
-
-def test_batchify_by_hand():
-    inputs, targets = rnn.batchify([[5, 6], [7]], batch_size=2)
-    # stream </s> 5 6 </s> 7 </s>: inputs 0 5 6 0 7 | targets 5 6 0 7 0, then one pad
-    assert inputs.tolist() == [[0, 0], [5, 7], [6, 0]]
-    assert targets.tolist() == [[5, 7], [6, 0], [0, rnn.IGNORE_INDEX]]
-    inputs, targets = rnn.batchify([[5, 6], [7]], batch_size=1)
-    assert inputs[:, 0].tolist() == [0, 5, 6, 0, 7] and targets[:, 0].tolist() == [5, 6, 0, 7, 0]
+def test_rnnlm_reads_batch_first_like_every_language_model():
+    """``RNNLM`` maps ids (B, T) to logits (B, T, V); each row is read on its own, as the
+    recurrent layer would read that sequence alone (torch.nn.GRU with copied weights)."""
+    torch.manual_seed(0)
+    model = rnn.RNNLM(7, 3, 5, cell="gru")
+    ref = torch.nn.GRU(3, 5)
+    ref.load_state_dict(model.rnn.state_dict())
+    ids = torch.randint(0, 7, (4, 6))  # (B, T)
+    logits, h_n = model(ids)
+    assert logits.shape == (4, 6, 7) and h_n.shape == (1, 4, 5)
+    for b in range(4):
+        out, _ = ref(model.embedding(ids[b]).unsqueeze(1))  # (T, 1, H): row b alone
+        torch.testing.assert_close(logits[b], model.output(out[:, 0]))
 
 
 def context_free_lm(probs):
@@ -441,7 +431,7 @@ def test_perplexity_is_the_ngram_chapters():
     test = [["b", "a", "zzz"], [], ["c", "c"]]  # an unknown word and an empty sentence
     unigram = ngram.NGramLM(order=1, smoothing="add-k", k=1.0).fit(train, min_count=1)
     vocab = rnn.build_vocab(train, min_count=1)
-    assert set(vocab) == set(unigram.vocab)
+    assert vocab == unigram.vocab_  # one vocabulary rule (nlpcourse.lm), the same ids
     # by hand: counts a 3, b 2, c 1, </s> 3, <unk> 0 (N = 9), |V| = 5: P(w) = (c(w) + 1) / 14
     p = {"a": 4 / 14, "b": 3 / 14, "c": 2 / 14, "</s>": 4 / 14, "<unk>": 1 / 14}
     predicted = ["b", "a", "<unk>", "</s>", "</s>", "c", "c", "</s>"]

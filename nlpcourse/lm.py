@@ -1,0 +1,407 @@
+"""The language-model layer that the n-gram, recurrent, sequence-to-sequence and transformer
+chapters share (chapters 1, 4, 5 and 6).
+
+One copy of the conventions every language model of the book follows, so that their perplexities
+can be set side by side, and one training loop for every neural language model. The conventions
+are derived in chapter 1 (``book/ngrams.md``, sections "Sentence boundaries", "Unknown words" and
+"Perplexity"); the training devices in chapter 4 (``book/rnn.md``, "Recurrent language models on
+Brown"). Based on Jurafsky & Martin, *Speech and Language Processing* (3rd ed. draft), chapter 3,
+Bengio et al. (2003) for the vocabulary rule and Pascanu, Mikolov & Bengio (2013) for clipping.
+
+API (what a new chapter uses)
+-----------------------------
+
+Symbols and errors
+    ``BOS, EOS, UNK = "<s>", "</s>", "<unk>"``; ``EOS_ID = 0``, ``UNK_ID = 1``;
+    ``BENGIO_MIN_COUNT = 4``; ``IGNORE_INDEX = -100`` (a target that is not counted);
+    :class:`NotFittedError`, raised by every estimator of the package that is used before ``fit``.
+
+Vocabulary and ids
+    :func:`build_vocab` ``(sentences, min_count) -> vocab``, a list of words: ``["</s>", "<unk>"]``
+    and then every training word seen at least ``min_count`` times, most frequent first.
+    :func:`encode` ``(sentences, vocab) -> ids`` (lists of ints; unknown words become ``UNK_ID``;
+    no ``</s>`` added), :func:`decode` ``(ids, vocab) -> words``.
+    :func:`check_sentences` turns anything that is not a list of token lists into a clear error.
+
+Perplexity
+    :func:`perplexity_from_nll` ``(total_nll, N)``: ``exp(total_nll / N)``, eq. (ngram-ppl) and
+    (lm-ppl), from the summed negative log-likelihood (natural log) of ``N`` predictions.
+
+Neural language models
+    A *language model* here is any ``torch.nn.Module`` with an integer attribute ``vocab_size``
+    (V) whose forward maps word ids ``(B, T)`` (``torch.long``) to next-word scores (logits)
+    ``(B, T, V)``: ``logits[b, t]`` scores the word that follows ``ids[b, t]``. A recurrent model
+    also takes and returns a state, ``model(ids, state) -> (logits, state)`` (``state=None`` at
+    the start); a model without state (a transformer) returns the logits alone. If the model has a
+    ``reset_parameters()`` method, seeded training calls it (otherwise every submodule's).
+
+    :func:`batchify` ``(sentences_ids, B) -> (inputs, targets)``, each ``(B, L)``: the corpus as
+    one stream, cut into ``B`` rows read in parallel.
+    :func:`evaluate_perplexity` ``(model, sentences_ids, batch_size, bptt) -> float``.
+    :func:`train_lm` ``(model, train_ids, valid_ids, steps, ...) -> history``: teacher forcing,
+    segments of ``bptt`` positions (truncated BPTT for a recurrent model, the context window for
+    a transformer), gradient clipping, Adam; returns the learning curve, and logs it to a
+    :class:`nlpcourse.records.Recorder` if one is given.
+
+Conventions, fixed for the whole book
+-------------------------------------
+
+* A sentence ``w_1 ... w_m`` is predicted as ``w_1, ..., w_m, </s>``: ``m + 1`` predictions.
+  ``</s>`` is predicted and counted in perplexity, ``<s>`` never (it is context only).
+* The vocabulary ``V`` is every training word seen at least ``min_count`` times, plus ``</s>``
+  and ``<unk>``; every other word, in training or test text, is read as ``<unk>``.
+  ``min_count=4`` is the rule of Bengio et al. (2003): words seen 3 times or fewer become one
+  symbol. ``<s>`` is not in ``V``: an n-gram model gives it the id ``|V|``.
+* Perplexity ``PPL = exp(-(1/N) sum_i log P(w_i | w_<i))`` with natural logs; a zero
+  probability makes it infinite.
+* A neural model reads a corpus as one **continuous stream** ``</s> w w w </s> w w </s> ...``:
+  the first ``</s>`` is context only and stands for ``<s>``; each later ``</s>`` is both predicted
+  and the start context of the next sentence. (The n-gram models pad every sentence with
+  ``<s>`` instead, so they never see across a sentence boundary; chapter 4 discusses this.)
+
+Departures: ``vocab`` lists ``</s>`` and ``<unk>`` first (ids 0 and 1, whatever ``|V|``), for the
+n-gram models as well; before this module the n-gram chapter listed them last. The order of the
+ids changes no probability, only the order of :meth:`NGramLM.distribution
+<nlpcourse.ngram.NGramLM.distribution>` and so which words a seeded sample draws.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+EOS_ID, UNK_ID = 0, 1  # the special words come first in every vocabulary
+BENGIO_MIN_COUNT = 4  # Bengio et al. (2003): words seen 3 times or fewer become <unk>
+IGNORE_INDEX = -100  # a target that is not counted (padding); torch's cross_entropy default
+SPECIALS = (BOS, EOS, UNK)
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator was used before ``fit``. (A ``ValueError`` and an ``AttributeError``, as in
+    scikit-learn, so code that catches either keeps working.)"""
+
+
+# ------------------------------------------------------------------------ sentences and ids
+
+
+def check_sentences(sentences: Iterable[Sequence[str]], where: str) -> list[list[str]]:
+    """The sentences as a list of token lists, or a clear error saying what was wrong.
+
+    Every token must be a string, and the sentences must be bare: the models add ``<s>`` and
+    ``</s>`` themselves. ``where`` names the caller in the message.
+    """
+    if isinstance(sentences, str):
+        raise TypeError(f"{where}: expected a list of sentences (token lists), got one string")
+    out = []
+    for i, s in enumerate(sentences):
+        if isinstance(s, str) or not isinstance(s, Sequence):
+            raise TypeError(
+                f"{where}: sentence {i} is a {type(s).__name__}, not a list of tokens "
+                f"(split text into words first, e.g. text.split())"
+            )
+        for w in s:
+            if not isinstance(w, str):
+                raise TypeError(f"{where}: sentence {i} has a token {w!r} that is not a string")
+            if w in (BOS, EOS):
+                raise ValueError(
+                    f"{where}: sentence {i} contains {w!r}; pass bare sentences, the model adds "
+                    "<s> and </s> itself"
+                )
+        out.append(list(s))
+    return out
+
+
+def build_vocab(sentences: Iterable[Sequence[str]], min_count: int = BENGIO_MIN_COUNT) -> list[str]:
+    """The vocabulary rule: ``["</s>", "<unk>"]`` followed by every word seen at least
+    ``min_count`` times in ``sentences``, most frequent first (ties in alphabetical order).
+
+    ``min_count=1`` keeps every training word; ``BENGIO_MIN_COUNT = 4`` is the rule of Bengio et
+    al. (2003). The symbols ``<s>``, ``</s>`` and ``<unk>`` are never counted as words.
+    """
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise ValueError(f"min_count must be an integer >= 1, got {min_count!r}")
+    if isinstance(sentences, str):
+        raise TypeError("build_vocab: expected a list of sentences (token lists), got one string")
+    counts = Counter(w for s in sentences for w in s)
+    kept = sorted(
+        (w for w, c in counts.items() if c >= min_count and w not in SPECIALS),
+        key=lambda w: (-counts[w], w),
+    )
+    return [EOS, UNK] + kept
+
+
+def _check_vocab(vocab: Sequence[str]) -> None:
+    if list(vocab[:2]) != [EOS, UNK]:
+        raise ValueError("vocab must start with '</s>', '<unk>': build it with build_vocab()")
+
+
+def encode(sentences: Iterable[Sequence[str]], vocab: Sequence[str]) -> list[list[int]]:
+    """Sentences of words to sentences of ids in ``vocab``; words outside it become ``UNK_ID``.
+
+    No ``</s>`` is added here: :func:`batchify` (and the n-gram model) add it.
+    """
+    _check_vocab(vocab)
+    index = {w: i for i, w in enumerate(vocab)}
+    encoded = []
+    for i, s in enumerate(sentences):
+        if isinstance(s, str):
+            raise TypeError(f"sentence {i} is a string; split it into words first")
+        encoded.append([index.get(w, UNK_ID) for w in s])
+    return encoded
+
+
+def decode(ids: Iterable[int], vocab: Sequence[str]) -> list[str]:
+    """Ids back to words (the inverse of :func:`encode` for one sentence, ``<unk>`` staying)."""
+    words = []
+    for i in ids:
+        i = int(i)
+        if not 0 <= i < len(vocab):
+            raise ValueError(f"id {i} is outside the vocabulary [0, {len(vocab)})")
+        words.append(vocab[i])
+    return words
+
+
+def perplexity_from_nll(total_nll: float, N: int) -> float:
+    """Perplexity from the summed negative log-likelihood of ``N`` predictions, eq. (ngram-ppl):
+    ``PPL = exp(total_nll / N)`` with ``total_nll = -sum_i log P(w_i | w_<i)`` (natural log).
+
+    An infinite ``total_nll`` (a prediction of probability 0) gives an infinite perplexity."""
+    if N < 1:
+        raise ValueError(f"perplexity needs at least one prediction, got N = {N!r}")
+    return math.exp(total_nll / N) if math.isfinite(total_nll) else math.inf
+
+
+# ------------------------------------------------------------------- neural language models
+# torch is imported inside the functions below, so that the n-gram chapter does not need it.
+
+
+class _Logger(Protocol):
+    def log(self, step: int, **values: Any) -> None: ...
+
+
+def batchify(sentences_ids: Sequence[Sequence[int]], batch_size: int) -> tuple[Any, Any]:
+    """The stream ``</s> s_1 </s> s_2 </s> ...`` cut into ``batch_size`` rows.
+
+    Returns ``inputs`` and ``targets``, both ``(B, L)`` with ``L = ceil(N / B)`` (torch.long): row
+    b holds the b-th piece of the stream, read left to right, and ``targets[b, t]`` is the word
+    that follows ``inputs[b, t]``. Every word and every sentence's ``</s>`` is a target exactly
+    once (N in all); the first ``</s>`` is only an input. The end of the last row is padded with
+    targets ``IGNORE_INDEX``, which are not counted.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    stream = [EOS_ID]
+    for s in sentences_ids:
+        stream.extend(s)
+        stream.append(EOS_ID)
+    stream = torch.tensor(stream, dtype=torch.long)  # (N+1,)
+    if len(stream) == 1:
+        raise ValueError("batchify() got no sentences")
+    inputs, targets = stream[:-1], stream[1:]  # (N,) each: targets[i] follows inputs[i]
+    N, B = len(targets), batch_size
+    L = -(-N // B)  # ceil(N / B)
+    inputs = F.pad(inputs, (0, L * B - N), value=EOS_ID)  # (L*B,)
+    targets = F.pad(targets, (0, L * B - N), value=IGNORE_INDEX)  # (L*B,)
+    return inputs.view(B, L), targets.view(B, L)  # (B, L) each
+
+
+def _vocab_size(model: Any) -> int:
+    V = getattr(model, "vocab_size", None)
+    if not isinstance(V, int):
+        raise TypeError(
+            f"{type(model).__name__} has no integer attribute vocab_size: a language model here "
+            "maps ids (B, T) to logits (B, T, V) and says its V (see nlpcourse.lm)"
+        )
+    return V
+
+
+def _check_ids(model: Any, sentences_ids: Sequence[Sequence[int]], name: str) -> None:
+    V = _vocab_size(model)
+    largest = max((max(s) for s in sentences_ids if len(s)), default=0)
+    smallest = min((min(s) for s in sentences_ids if len(s)), default=0)
+    if smallest < 0 or largest >= V:
+        raise ValueError(
+            f"{name} has word ids outside [0, V) = [0, {V}) "
+            f"(min {smallest}, max {largest}): encode it with the model's vocabulary"
+        )
+
+
+def _run(model: Any, ids: Any, state: Any) -> tuple[Any, Any]:
+    """``model(ids)`` or ``model(ids, state)`` -> ``(logits (B, T, V), state or None)``."""
+    out = model(ids) if state is None else model(ids, state)
+    return out if isinstance(out, tuple) else (out, None)
+
+
+def _detach(state: Any) -> Any:
+    """Cut the graph behind a state, keeping its values: truncated BPTT."""
+    if state is None:
+        return None
+    return tuple(s.detach() for s in state) if isinstance(state, tuple) else state.detach()
+
+
+def reset_parameters(model: Any) -> None:
+    """Draw the model's parameters again: ``model.reset_parameters()`` if it has one, otherwise
+    ``reset_parameters()`` of every submodule that has one, in the order of ``model.modules()``."""
+    if hasattr(model, "reset_parameters"):
+        model.reset_parameters()
+        return
+    for module in model.modules():
+        if module is not model and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+
+
+def _segment_nll(logits: Any, y: Any, reduction: str) -> Any:
+    """Cross-entropy of logits ``(B, T, V)`` against targets ``(B, T)``, padding not counted."""
+    import torch.nn.functional as F
+
+    V = logits.shape[-1]
+    return F.cross_entropy(
+        logits.reshape(-1, V),  # (B*T, V)
+        y.reshape(-1),  # (B*T,)
+        ignore_index=IGNORE_INDEX,
+        reduction=reduction,
+    )
+
+
+def evaluate_perplexity(
+    model: Any, sentences_ids: Sequence[Sequence[int]], batch_size: int = 32, bptt: int = 35
+) -> float:
+    """Perplexity, eq. (lm-ppl), of ``model`` on sentences of word ids (without ``</s>``).
+
+    ``N`` counts every word and each sentence's ``</s>``; the opening ``</s>`` (standing for
+    ``<s>``) is context only. The stream is read as ``batch_size`` pieces in parallel
+    (:func:`batchify`), each from a zero state, ``bptt`` positions at a time; a recurrent model's
+    state is carried from one segment to the next (``batch_size=1`` then reads the stream as one
+    unbroken sequence), a model without state sees each segment alone.
+    """
+    import torch
+
+    _check_ids(model, sentences_ids, "sentences_ids")
+    if bptt < 1:
+        raise ValueError(f"bptt must be >= 1, got {bptt!r}")
+    inputs, targets = batchify(sentences_ids, batch_size)  # (B, L) each
+    was_training = model.training
+    model.eval()
+    total_nll, N, state = 0.0, 0, None
+    with torch.no_grad():
+        for start in range(0, inputs.shape[1], bptt):
+            x = inputs[:, start : start + bptt]  # (B, T)
+            y = targets[:, start : start + bptt]  # (B, T)
+            logits, state = _run(model, x, state)  # (B, T, V)
+            total_nll += _segment_nll(logits, y, "sum").item()
+            N += int((y != IGNORE_INDEX).sum())
+    model.train(was_training)
+    return perplexity_from_nll(total_nll, N)
+
+
+def train_lm(
+    model: Any,
+    train_ids: Sequence[Sequence[int]],
+    valid_ids: Sequence[Sequence[int]],
+    steps: int,
+    batch_size: int = 32,
+    bptt: int = 35,
+    lr: float = 1e-2,
+    clip: float = 1.0,
+    eval_every: int = 100,
+    seed: int | None = 0,
+    recorder: _Logger | None = None,
+    show_progress: bool = False,
+) -> dict[str, list[float]]:
+    """Train ``model`` for ``steps`` updates and return its learning curve.
+
+    * Teacher forcing: the input at every position is the true previous word, never a sample.
+    * Segments: the training stream (:func:`batchify`, ``batch_size`` rows) is read ``bptt``
+      positions at a time. A recurrent model's state is carried from one segment to the next but
+      detached (truncated BPTT), so gradients flow back at most ``bptt`` steps; a model without
+      state sees each segment alone. After the end of the stream it starts again from a zero
+      state.
+    * Each update: mean cross-entropy of the segment's predictions, gradient norm clipped to
+      ``clip`` (Pascanu et al. 2013; ``torch.nn.utils.clip_grad_norm_``), one Adam step with
+      learning rate ``lr`` (1e-2 suits the short runs of chapter 4: a few hundred steps).
+    * ``seed``: when not None, ``torch.manual_seed(seed)`` and :func:`reset_parameters` first, so
+      the same call gives the same curve (training itself has no other randomness unless the
+      model has dropout); with ``seed=None`` training continues from the current parameters.
+
+    Returns lists, one entry per evaluation (after step 0, every ``eval_every`` steps, and after
+    the last): ``step``; ``words``, the number of predictions trained on so far; ``seconds`` of
+    training so far (evaluation not included); ``train_ppl``, the perplexity of the predictions
+    trained on since the previous entry (nan at step 0); ``valid_ppl``,
+    :func:`evaluate_perplexity` on ``valid_ids``. Each entry is also passed to
+    ``recorder.log(step, ...)`` (a :class:`nlpcourse.records.Recorder`) when one is given, and
+    ``show_progress`` draws a progress bar on stderr (for long recorded runs).
+    """
+    import torch
+    from torch import nn
+
+    for name, value in (("steps", steps), ("bptt", bptt), ("eval_every", eval_every)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value!r}")
+    _check_ids(model, train_ids, "train_ids")
+    _check_ids(model, valid_ids, "valid_ids")
+    if seed is not None:
+        torch.manual_seed(seed)
+        reset_parameters(model)
+    inputs, targets = batchify(train_ids, batch_size)  # (B, L) each
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    history: dict[str, list[float]] = {
+        "step": [],
+        "words": [],
+        "seconds": [],
+        "train_ppl": [],
+        "valid_ppl": [],
+    }
+    words, seconds, interval_nll, interval_words = 0, 0.0, 0.0, 0
+
+    def record(step: int) -> None:
+        entry = {
+            "step": step,
+            "words": words,
+            "seconds": seconds,
+            "train_ppl": (
+                perplexity_from_nll(interval_nll, interval_words) if interval_words else math.nan
+            ),
+            "valid_ppl": evaluate_perplexity(model, valid_ids, batch_size, bptt),
+        }
+        for key, value in entry.items():
+            history[key].append(value)
+        if recorder is not None:
+            recorder.log(step, **{k: v for k, v in entry.items() if k != "step"})
+
+    record(0)
+    updates: Iterable[int] = range(1, steps + 1)
+    if show_progress:
+        from nlpcourse.records import progress
+
+        updates = progress(updates, total=steps, desc="training")
+    start, state = 0, None
+    for step in updates:
+        tic = time.perf_counter()
+        model.train()
+        if start >= inputs.shape[1]:  # the end of the stream: start it again from a zero state
+            start, state = 0, None
+        x = inputs[:, start : start + bptt]  # (B, T)
+        y = targets[:, start : start + bptt]  # (B, T)
+        start += bptt
+        logits, state = _run(model, x, _detach(state))  # (B, T, V)
+        loss = _segment_nll(logits, y, "mean")  # mean over the counted targets
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        n = int((y != IGNORE_INDEX).sum())
+        words += n
+        interval_nll += loss.item() * n
+        interval_words += n
+        seconds += time.perf_counter() - tic
+        if step % eval_every == 0 or step == steps:
+            record(step)
+            interval_nll, interval_words = 0.0, 0
+    return history

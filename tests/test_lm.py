@@ -1,0 +1,228 @@
+"""Tests of nlpcourse.lm, the language-model layer, against independent oracles.
+
+Oracles: vocabularies, id streams and perplexities worked by hand; plain-Python loops over the
+stream for a model whose predictions are known in closed form (a bigram lookup table); and the
+estimators of chapters 1 and 2 for the shared "not fitted" error.
+"""
+
+import math
+import random
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+
+from nlpcourse import hmm, lm
+from nlpcourse.ngram import NGramLM
+from nlpcourse.records import Recorder, load_record
+
+CORPUS = [s.split() for s in ["a b", "b", "a a c", "d"]]
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+def test_build_vocab_by_hand():
+    # counts a 3, b 2, c 1, d 1: specials first, then by frequency, ties alphabetical
+    assert lm.build_vocab(CORPUS, min_count=2) == ["</s>", "<unk>", "a", "b"]
+    assert lm.build_vocab(CORPUS, min_count=1) == ["</s>", "<unk>", "a", "b", "c", "d"]
+    assert lm.build_vocab(CORPUS, min_count=4) == ["</s>", "<unk>"]
+    # a literal <unk> in the text is not a word of its own
+    assert lm.build_vocab([["<unk>", "<unk>", "x"]], min_count=1) == ["</s>", "<unk>", "x"]
+
+
+def test_vocab_rule_against_a_plain_count():
+    """Bengio's rule written out with a loop: a word is kept iff seen >= min_count times."""
+    rng = random.Random(0)
+    corpus = [[f"w{rng.randint(0, 20)}" for _ in range(rng.randint(0, 8))] for _ in range(60)]
+    for min_count in (1, 2, lm.BENGIO_MIN_COUNT, 10):
+        seen: dict[str, int] = {}
+        for sentence in corpus:
+            for word in sentence:
+                seen[word] = seen.get(word, 0) + 1
+        kept = [w for w in seen if seen[w] >= min_count]
+        kept.sort(key=lambda w: (-seen[w], w))
+        expected = ["</s>", "<unk>"] + kept
+        assert lm.build_vocab(corpus, min_count) == expected
+        # chapter 1's model uses exactly this vocabulary, ids included
+        model = NGramLM(1, "add-k").fit(corpus, min_count=min_count)
+        assert model.vocab_ == expected and model.vocab == expected
+        assert [model.index_[w] for w in expected] == list(range(len(expected)))
+
+
+def test_encode_and_decode_by_hand():
+    vocab = ["</s>", "<unk>", "a", "b"]
+    assert lm.encode([["a", "c", "b"], []], vocab) == [[2, 1, 3], []]
+    assert lm.decode([2, 1, 3, 0], vocab) == ["a", "<unk>", "b", "</s>"]
+    with pytest.raises(ValueError, match="start with"):
+        lm.encode([["a"]], ["a", "</s>", "<unk>"])
+    with pytest.raises(TypeError, match="sentence 1 is a string"):
+        lm.encode([["a"], "a b"], vocab)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        lm.decode([4], vocab)
+
+
+def test_bad_sentences_and_min_count():
+    with pytest.raises(ValueError, match="min_count"):
+        lm.build_vocab(CORPUS, min_count=0)
+    with pytest.raises(TypeError, match="one string"):
+        lm.build_vocab("a b c")
+    with pytest.raises(TypeError, match="sentence 1 is a str"):
+        lm.check_sentences([["a"], "b c"], "fit")
+    with pytest.raises(TypeError, match="not a string"):
+        lm.check_sentences([["a", 3]], "fit")
+    with pytest.raises(ValueError, match="contains '<s>'"):
+        lm.check_sentences([["<s>", "a"]], "fit")
+    assert lm.check_sentences((("a", "b"), []), "fit") == [["a", "b"], []]
+
+
+# ------------------------------------------------------------------- stream and perplexity
+
+
+def test_batchify_by_hand():
+    inputs, targets = lm.batchify([[5, 6], [7]], batch_size=2)
+    # stream </s> 5 6 </s> 7 </s>: inputs 0 5 6 0 7 | targets 5 6 0 7 0, then one pad; rows are
+    # the two halves of the stream, read left to right
+    assert inputs.tolist() == [[0, 5, 6], [0, 7, 0]]
+    assert targets.tolist() == [[5, 6, 0], [7, 0, lm.IGNORE_INDEX]]
+    inputs, targets = lm.batchify([[5, 6], [7]], batch_size=1)
+    assert inputs.tolist() == [[0, 5, 6, 0, 7]] and targets.tolist() == [[5, 6, 0, 7, 0]]
+    with pytest.raises(ValueError, match="no sentences"):
+        lm.batchify([], 2)
+    with pytest.raises(ValueError, match="batch_size"):
+        lm.batchify([[1]], 0)
+
+
+def test_perplexity_from_nll_by_hand():
+    # two predictions of probability 1/2 and 1/8: PPL = (1/2 * 1/8)^(-1/2) = 4
+    assert lm.perplexity_from_nll(-math.log(1 / 2) - math.log(1 / 8), 2) == pytest.approx(4)
+    assert lm.perplexity_from_nll(math.inf, 3) == math.inf
+    with pytest.raises(ValueError, match="at least one prediction"):
+        lm.perplexity_from_nll(1.0, 0)
+
+
+class BigramTable(nn.Module):
+    """A language model without state: the scores of the next word depend only on the current
+    one, ``logits[b, t] = table[ids[b, t]]``, so its probabilities are known in closed form."""
+
+    def __init__(self, V: int):
+        super().__init__()
+        self.vocab_size = V
+        self.table = nn.Embedding(V, V)  # row u: the scores of the word after u
+
+    def forward(self, ids):
+        return self.table(ids)  # (B, T) -> (B, T, V)
+
+
+def stream_perplexity_by_loop(model: BigramTable, sentences_ids) -> float:
+    """The oracle: walk the stream </s> s_1 </s> s_2 </s> ... word by word."""
+    log_p = torch.log_softmax(model.table.weight.detach().double(), dim=-1)  # (V, V)
+    stream = [0] + [w for s in sentences_ids for w in [*s, 0]]
+    nll = -sum(log_p[u, w].item() for u, w in zip(stream, stream[1:], strict=False))
+    return math.exp(nll / (len(stream) - 1))
+
+
+@pytest.mark.parametrize("batch_size, bptt", [(1, 1), (2, 3), (5, 100)])
+def test_stateless_model_perplexity_matches_a_loop(batch_size, bptt):
+    torch.manual_seed(0)
+    model = BigramTable(6)
+    rng = random.Random(2)
+    sentences = [[rng.randint(1, 5) for _ in range(rng.randint(0, 5))] for _ in range(9)]
+    expected = stream_perplexity_by_loop(model, sentences)
+    got = lm.evaluate_perplexity(model, sentences, batch_size=batch_size, bptt=bptt)
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_training_a_stateless_model_learns_the_bigrams():
+    """Trained on a stream where each word determines the next, the table learns it: its
+    perplexity falls towards that of the true bigram probabilities, counted by hand here."""
+    rng = random.Random(3)
+    successor = {1: 2, 2: 3, 3: 1}
+    sentences = []
+    for _ in range(80):
+        s = [rng.randint(1, 3)]
+        while len(s) < 4:
+            s.append(successor[s[-1]])
+        sentences.append(s)
+    stream = [0] + [w for s in sentences for w in [*s, 0]]
+    pairs = Counter(zip(stream, stream[1:], strict=False))
+    starts = Counter(stream[:-1])
+    best = math.exp(
+        -sum(c * math.log(c / starts[u]) for (u, _), c in pairs.items()) / (len(stream) - 1)
+    )  # the MLE bigram perplexity: the lowest a bigram table can reach on its own training text
+    model = BigramTable(4)
+    calls = []
+
+    class FakeRecorder:
+        def log(self, step, **values):
+            calls.append((step, sorted(values)))
+
+    history = lm.train_lm(
+        model,
+        sentences,
+        sentences,
+        steps=60,
+        batch_size=4,
+        bptt=8,
+        lr=0.3,
+        eval_every=20,
+        recorder=FakeRecorder(),
+    )
+    assert history["step"] == [0, 20, 40, 60]
+    assert history["valid_ppl"][0] > 3  # untrained: near uniform over 4 words
+    assert best <= history["valid_ppl"][-1] < best * 1.05
+    assert [step for step, _ in calls] == [0, 20, 40, 60]
+    assert calls[0][1] == ["seconds", "train_ppl", "valid_ppl", "words"]
+
+
+def test_seeded_training_is_reproducible_and_logs_a_record(tmp_path):
+    sentences = [[1, 2, 3], [3, 2], [1]] * 10
+    model = BigramTable(4)  # no reset_parameters of its own: its Embedding's is used
+    runs = [
+        lm.train_lm(model, sentences, sentences, steps=6, batch_size=2, bptt=3, eval_every=3)
+        for _ in range(2)
+    ]
+    assert runs[0]["valid_ppl"] == runs[1]["valid_ppl"]
+    rec = Recorder("toy_lm", command="pytest", config={"steps": 6})
+    lm.train_lm(
+        model, sentences, sentences, steps=6, batch_size=2, bptt=3, eval_every=3, recorder=rec
+    )
+    rec.finish(path=tmp_path / "toy_lm.json", test_ppl=1.0)
+    record = load_record("toy_lm", directory=tmp_path)
+    assert [point["step"] for point in record["curve"]] == [0, 3, 6]
+    assert [point["valid_ppl"] for point in record["curve"]] == runs[0]["valid_ppl"]
+
+
+def test_bad_models_and_ids():
+    class NoSize(nn.Module):
+        def forward(self, ids):
+            return ids
+
+    with pytest.raises(TypeError, match="vocab_size"):
+        lm.evaluate_perplexity(NoSize(), [[1]])
+    with pytest.raises(ValueError, match="outside"):
+        lm.evaluate_perplexity(BigramTable(3), [[1, 3]])
+    with pytest.raises(ValueError, match="bptt"):
+        lm.evaluate_perplexity(BigramTable(3), [[1]], bptt=0)
+    with pytest.raises(ValueError, match="steps"):
+        lm.train_lm(BigramTable(3), [[1]], [[1]], steps=0)
+
+
+# --------------------------------------------------------------------------- not fitted
+
+
+def test_one_not_fitted_error_everywhere():
+    with pytest.raises(lm.NotFittedError, match="not fitted"):
+        NGramLM(2).prob("a", ["b"])
+    with pytest.raises(lm.NotFittedError, match="not fitted"):
+        NGramLM(2).vocab  # noqa: B018
+    with pytest.raises(lm.NotFittedError, match="not fitted"):
+        hmm.HMM().tag(["a"])
+    with pytest.raises(lm.NotFittedError, match="not fitted"):
+        hmm.HMM().sentence_tables(["a"])
+    with pytest.raises(lm.NotFittedError, match="not fitted"):
+        hmm.MostFrequentTagger().tag(["a"])
+    # code that caught ValueError (or AttributeError, as hasattr does) keeps working
+    assert issubclass(lm.NotFittedError, ValueError)
+    assert not hasattr(NGramLM(2), "vocab")
