@@ -43,7 +43,11 @@ Deliberate departures from the book's presentation:
 * Everything probabilistic is in log space (the book multiplies probabilities), so that a 100-word
   sentence does not underflow; sums of probabilities become ``logsumexp``.
 * The dynamic programs are vectorised with numpy over all spans of one length, all split points
-  and all rules at once; :func:`cky` (the recogniser that counts and lists trees) keeps the book's
+  and all rules at once. The sums of the inside and outside passes run as matrix products in
+  *scaled* probability space (each span's scores divided by their maximum, the scale kept as a
+  log), which is what makes them fast; a span where some term could fall more than ``exp(-700)``
+  below its span's largest, where the products could lose it, is computed in logs instead, so the
+  result never underflows. Viterbi stays in logs (a max is not a matrix product); :func:`cky` (the recogniser that counts and lists trees) keeps the book's
   loops over spans, split points and rules, as the lesson. The tests check the two against each
   other, against brute-force enumeration and against ``nltk``.
 * The symbols ``beta`` (inside) and ``alpha`` (outside) follow Manning & Schütze; the HMM chapter's
@@ -58,6 +62,7 @@ Deliberate departures from the book's presentation:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -260,7 +265,10 @@ _SYMBOL = re.compile(r"'([^']*)'|\"([^\"]*)\"|\[([^\]]*)\]|(\S+)")
 
 
 def _read_rules(text: str, probabilities: bool) -> tuple[list[Rule], list[float], set[str]]:
-    """Rules (and their ``[p]`` if ``probabilities``) from text, and the set of quoted symbols."""
+    """Rules (and their ``[p]`` if ``probabilities``) from text, and the set of quoted symbols.
+
+    A line that starts with ``|`` continues the alternatives of the line above; ``#`` starts a
+    comment."""
     rules: list[Rule] = []
     probs: list[float] = []
     terminals: set[str] = set()
@@ -269,10 +277,13 @@ def _read_rules(text: str, probabilities: bool) -> tuple[list[Rule], list[float]
         if not line:
             continue
         m = _ARROW.match(line)
-        if not m:
+        if m:
+            lhs, alternatives = m.group(1), m.group(2)
+        elif line.startswith("|") and rules:  # more alternatives of the rule above
+            lhs, alternatives = rules[-1].lhs, line[1:]
+        else:
             raise ValueError(f"line {number}: {line!r} is not a rule of the form 'A -> B C | ...'")
-        lhs = m.group(1)
-        for alternative in m.group(2).split("|"):
+        for alternative in alternatives.split("|"):
             rhs: list[str] = []
             p = None
             for sm in _SYMBOL.finditer(alternative):
@@ -918,9 +929,10 @@ class PCFG(CFG):
             self.logps = [float(np.log(p)) for p in probs]
         self._cnf: CNFGrammar | None = None
         self._tables: _Tables | None = None
+        self._sampler: dict[str, tuple[list[float], list[Rule]]] | None = None
 
     @classmethod
-    def fromstring(cls, text: str) -> PCFG:  # type: ignore[override]
+    def fromstring(cls, text: str) -> PCFG:
         rules, probs, terminals = _read_rules(text, probabilities=True)
         _validate(rules, terminals)
         return cls(rules, rules[0].lhs, probs)
@@ -965,17 +977,25 @@ class PCFG(CFG):
 
     # --- sampling
     def sample(self, rng: np.random.Generator, max_depth: int = 40) -> Tree:
-        """A tree drawn top-down from the grammar; ``RuntimeError`` past ``max_depth`` levels."""
-        by_lhs: dict[str, list[int]] = defaultdict(list)
-        for index, r in enumerate(self.rules):
-            by_lhs[r.lhs].append(index)
+        """A tree drawn top-down from the grammar; ``RuntimeError`` past ``max_depth`` levels.
+
+        Each nonterminal's rule is drawn by inverting the cumulative distribution of its rules'
+        probabilities at a uniform number from ``rng``."""
+        if self._sampler is None:
+            table: dict[str, tuple[list[float], list[Rule]]] = {}
+            for r, lp in zip(self.rules, self.logps, strict=True):
+                cumulative, rules = table.setdefault(r.lhs, ([], []))
+                cumulative.append((cumulative[-1] if cumulative else 0.0) + math.exp(lp))
+                rules.append(r)
+            self._sampler = table
+        table = self._sampler
 
         def draw(symbol: str, depth: int) -> Tree:
             if depth > max_depth:
                 raise RuntimeError(f"sampled tree deeper than {max_depth}: resample")
-            options = by_lhs[symbol]
-            p = np.exp([self.logps[i] for i in options])
-            rule = self.rules[options[rng.choice(len(options), p=p / p.sum())]]
+            cumulative, rules = table[symbol]
+            u = rng.random() * cumulative[-1]
+            rule = rules[min(bisect.bisect_right(cumulative, u), len(rules) - 1)]
             return Tree(
                 symbol,
                 [draw(s, depth + 1) if s in self.nonterminals else s for s in rule.rhs],
@@ -1089,6 +1109,19 @@ class _Tables:
         for k, r in enumerate(cnf.cnf_rules):
             if len(r.rhs) == 1:
                 self.lexical[r.rhs[0]].append((k, self.index[r.lhs], r.logp))
+        self.set_logp(self.logp)
+
+    def set_logp(self, logp: np.ndarray) -> None:
+        """Set the binary rules' log probabilities and the dense tensor ``W`` of the fast path:
+        ``W[A, B, C]`` = the sum of ``P(A -> B C)`` over the binary rules ``A -> B C``."""
+        N = len(self.symbols)
+        self.logp = logp
+        W = np.zeros((N, N, N))  # (N, N, N): [A, B, C]
+        np.add.at(W, (self.A, self.B, self.C), np.exp(logp))
+        self.W_in = W.transpose(1, 2, 0).reshape(N * N, N)  # (N*N, N): [(B, C), A]
+        self.W_out = W.reshape(N, N * N)  # (N, N*N): [A, (B, C)]
+        with np.errstate(divide="ignore"):
+            self.log_w_min = float(np.log(W[W > 0].min())) if (W > 0).any() else 0.0
 
     def word_scores(self, words: Sequence[str], combine: str) -> np.ndarray:
         """``(n, N)``: the log probability of ``A -> w_{i+1}`` (max or logsumexp over the rules
@@ -1157,15 +1190,72 @@ def _inside_chart(grammar: PCFG, words: Sequence[str]) -> tuple[np.ndarray, _Tab
     """The inside table ``beta``, ``(n+1, n+1, N)``: ``beta[i, j, A] = log P(A =>* w_{i+1..j})``."""
     words = _pcfg_words(grammar, words)
     tab = grammar._arrays()
+    return _inside_from_tables(tab, words), tab
+
+
+def _scaled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """``x = log(v) + scale``: the scale ``(..., 1)`` is the maximum over the last axis (0 where
+    all are -inf), ``v = exp(x - scale)`` lies in [0, 1]. Also returns the smallest finite
+    ``x - scale`` (how far below its maximum the smallest term is, in nats)."""
+    scale = np.max(x, axis=-1, keepdims=True)
+    scale = np.where(np.isfinite(scale), scale, 0.0)
+    rel = x - scale
+    lowest = float(np.min(rel, initial=0.0, where=rel > -np.inf))
+    return np.exp(rel), scale, lowest
+
+
+SAFE_EXPONENT = -700.0  # exp(-700) ~ 1e-304 is still a normal float64; exp(-746) is 0
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def _inside_span_fast(tab: _Tables, left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
+    """The inside scores of the spans of one length from their children's, ``(n_i, N)``, by two
+    matrix products in scaled probability space; ``None`` when some product of terms could fall
+    below ``exp(SAFE_EXPONENT)`` relative to its span's largest (then the caller uses logs).
+
+    ``left`` and ``right`` are ``(n_i, m, N)``: ``beta(i, k)`` and ``beta(k, j)`` for each split.
+    With ``left = log(vL) + sL`` and ``right = log(vR) + sR`` (scales per span and split),
+    ``sum_k sum_{B, C} P(A -> B C) beta_B(i, k) beta_C(k, j)`` is
+    ``exp(s_max) sum_{B, C} W[A, B, C] T[B, C]`` with ``T = sum_k w_k vL_k vR_k^T``,
+    ``w_k = exp(sL_k + sR_k - s_max)``.
+    """
+    vL, sL, low_l = _scaled(left)  # (n_i, m, N), (n_i, m, 1)
+    vR, sR, low_r = _scaled(right)
+    s = (sL + sR)[..., 0]  # (n_i, m)
+    s = np.where(np.isfinite(left).any(-1) & np.isfinite(right).any(-1), s, -np.inf)
+    w, s_max, low_w = _scaled(s)  # (n_i, m), (n_i, 1)
+    if low_l + low_r + low_w + tab.log_w_min < SAFE_EXPONENT:
+        return None
+    T = np.matmul((vL * w[..., None]).transpose(0, 2, 1), vR)  # (n_i, N, N): [B, C]
+    u = T.reshape(len(T), -1) @ tab.W_in  # (n_i, N)
+    return _log(u) + s_max
+
+
+def _inside_from_tables(tab: _Tables, words: list[str]) -> np.ndarray:
+    """The inside recursion, eq. (parse-inside), on the grammar's arrays.
+
+    For each span length, the fast path (:func:`_inside_span_fast`) when it is exact, else the
+    recursion in logs: a logsumexp over the split points, then over the rules of each
+    nonterminal."""
     n, N = len(words), len(tab.symbols)
     beta = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
     beta[np.arange(n), np.arange(1, n + 1)] = tab.word_scores(words, "sum")
     for length in range(2, n + 1):
+        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
+        M = np.arange(1, length)[None, :]  # (1, m) split offsets
+        fast = _inside_span_fast(tab, beta[I, I + M], beta[I + M, I + length])
+        if fast is not None:
+            beta[I[:, 0], I[:, 0] + length] = fast
+            continue
         scores, I, _ = _span_scores(beta, tab, length, n)  # (n_i, m, R)
         per_rule = _logsumexp(scores, axis=1)  # (n_i, R): summed over the split k
         grouped = _with_pad(per_rule)[:, tab.by_lhs]  # (n_i, N, R_max)
         beta[I[:, 0], I[:, 0] + length] = _logsumexp(grouped, axis=2)  # (n_i, N)
-    return beta, tab
+    return beta
 
 
 @reference
@@ -1188,21 +1278,20 @@ def viterbi_cky(grammar: PCFG, words: Sequence[str]) -> tuple[Tree | None, float
                 word_best[i, a] = lp
                 backptr_rule[i, i + 1, a] = k
     delta[np.arange(n), np.arange(1, n + 1)] = word_best
-    R = len(tab.binary)
+    binary = np.array(tab.binary + [-1])  # index into cnf_rules of each binary rule, -1: none
     for length in range(2, n + 1):
-        scores, I, M = _span_scores(delta, tab, length, n)  # (n_i, m, R)
-        grouped = _with_pad(scores)[:, :, tab.by_lhs]  # (n_i, m, N, R_max)
-        n_i, m, _, R_max = grouped.shape
-        flat = grouped.transpose(0, 2, 1, 3).reshape(n_i, N, m * R_max)  # (n_i, N, m * R_max)
-        best = np.argmax(flat, axis=2)  # (n_i, N)
-        starts = I[:, 0]
-        delta[starts, starts + length] = np.take_along_axis(flat, best[..., None], 2)[..., 0]
-        split, slot = np.divmod(best, R_max)  # (n_i, N) each
+        scores, I, _ = _span_scores(delta, tab, length, n)  # (n_i, m, R)
+        best_split = np.argmax(scores, axis=1)  # (n_i, R): the best split of each rule
+        per_rule = np.take_along_axis(scores, best_split[:, None, :], 1)[:, 0]  # (n_i, R)
+        grouped = _with_pad(per_rule)[:, tab.by_lhs]  # (n_i, N, R_max)
+        slot = np.argmax(grouped, axis=2)  # (n_i, N): the best rule of each nonterminal
         rule = tab.by_lhs[np.arange(N)[None, :], slot]  # (n_i, N) index into the binary rules
+        starts = I[:, 0]
+        delta[starts, starts + length] = np.take_along_axis(grouped, slot[..., None], 2)[..., 0]
+        padded = np.concatenate([best_split, np.zeros_like(best_split[:, :1])], axis=1)
+        split = np.take_along_axis(padded, rule, 1)  # (n_i, N): the best rule's split
         backptr_split[starts, starts + length] = starts[:, None] + 1 + split
-        backptr_rule[starts, starts + length] = np.where(
-            rule < R, np.array(tab.binary + [-1])[np.minimum(rule, R)], -1
-        )
+        backptr_rule[starts, starts + length] = binary[rule]
     logp = float(delta[0, n, 0])
     if logp == -math.inf:
         return None, logp
@@ -1245,16 +1334,71 @@ class InsideOutside:
         for i, w in enumerate(self.words):
             for k, a, lp in tab.lexical[w]:
                 cnf_counts[k] += math.exp(alpha[i, i + 1, a] + lp - self.logZ)
+        N = len(tab.symbols)
+        dense = np.zeros((N, N * N))  # [A, (B, C)]: sum over spans of alpha_A beta_B beta_C / Z
         for length in range(2, n + 1):
-            scores, I, _ = _span_scores(beta, tab, length, n)  # (n_i, m, R)
-            parent = alpha[I[:, 0], I[:, 0] + length][:, None, tab.A]  # (n_i, 1, R)
-            post = np.exp(scores + parent - self.logZ)  # (n_i, m, R)
-            np.add.at(cnf_counts, tab.binary, post.sum(axis=(0, 1)))
+            I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
+            M = np.arange(1, length)[None, :]  # (1, m) split offsets
+            vL, sL, _ = _scaled(beta[I, I + M])  # (n_i, m, N), (n_i, m, 1)
+            vR, sR, _ = _scaled(beta[I + M, I + length])
+            s = np.where(
+                np.isfinite(beta[I, I + M]).any(-1) & np.isfinite(beta[I + M, I + length]).any(-1),
+                (sL + sR)[..., 0],
+                -np.inf,
+            )  # (n_i, m)
+            vP, sP, _ = _scaled(alpha[I[:, 0], I[:, 0] + length])  # (n_i, N), (n_i, 1)
+            # every term exp(sP + sL + sR - logZ) vP_A vL_B vR_C is a posterior, at most 1:
+            # terms too small to represent add less than 1e-300 to a count
+            with np.errstate(over="ignore"):
+                f = np.exp(s + sP - self.logZ)  # (n_i, m)
+            f = np.where(np.isfinite(alpha[I[:, 0], I[:, 0] + length]).any(-1)[:, None], f, 0.0)
+            T = np.matmul((vL * f[..., None]).transpose(0, 2, 1), vR)  # (n_i, N, N)
+            dense += vP.T @ T.reshape(len(T), N * N)  # (N, N*N)
+        dense = dense.reshape(N, N, N)
+        cnf_counts[tab.binary] += np.exp(tab.logp) * dense[tab.A, tab.B, tab.C]
         out: dict[Rule, float] = defaultdict(float)
         for rule, c in zip(tab.cnf.cnf_rules, cnf_counts, strict=True):
             for r in rule.origin:
                 out[r] += c
         return {r: out.get(r, 0.0) for r in self.grammar.rules}
+
+
+def _outside_span_fast(
+    tab: _Tables, parent: np.ndarray, left: np.ndarray, right: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The outside terms that the parents of one span length hand to their children, by matrix
+    products in scaled probability space (``None`` when a term could underflow, as in
+    :func:`_inside_span_fast`). ``parent`` is ``(n_i, N)``, ``left`` and ``right`` ``(n_i, m, N)``.
+
+    With ``Q[B, C] = sum_A alpha_A(i, j) W[A, B, C]``, the left child ``(i, k)`` gets
+    ``sum_C Q[B, C] beta_C(k, j)`` and the right child ``(k, j)`` gets
+    ``sum_B Q[B, C] beta_B(i, k)``."""
+    vP, sP, low_p = _scaled(parent)  # (n_i, N), (n_i, 1)
+    vL, sL, low_l = _scaled(left)  # (n_i, m, N), (n_i, m, 1)
+    vR, sR, low_r = _scaled(right)
+    if low_p + min(low_l, low_r) + tab.log_w_min < SAFE_EXPONENT:
+        return None
+    n_i, N = parent.shape
+    Q = (vP @ tab.W_out).reshape(n_i, N, N)  # (n_i, N, N): [B, C]
+    to_left = np.matmul(vR, Q.transpose(0, 2, 1))  # (n_i, m, N): over B
+    to_right = np.matmul(vL, Q)  # (n_i, m, N): over C
+    dead_p = ~np.isfinite(parent).any(-1)[:, None, None]  # (n_i, 1, 1) parent impossible
+    to_left = np.where(dead_p | ~np.isfinite(right).any(-1, keepdims=True), -np.inf, _log(to_left))
+    to_right = np.where(dead_p | ~np.isfinite(left).any(-1, keepdims=True), -np.inf, _log(to_right))
+    return to_left + sP[:, None] + sR, to_right + sP[:, None] + sL
+
+
+def _outside_span_logs(
+    tab: _Tables, parent: np.ndarray, left: np.ndarray, right: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The same as :func:`_outside_span_fast`, rule by rule in logs (always exact)."""
+    P = parent[:, None, tab.A]  # (n_i, 1, R)
+    to_left = P + tab.logp + right[:, :, tab.C]  # (n_i, m, R): terms of alpha_B(i, k)
+    to_right = P + tab.logp + left[:, :, tab.B]  # (n_i, m, R): terms of alpha_C(k, j)
+    return (
+        _logsumexp(_with_pad(to_left)[:, :, tab.by_left], axis=3),  # (n_i, m, N)
+        _logsumexp(_with_pad(to_right)[:, :, tab.by_right], axis=3),  # (n_i, m, N)
+    )
 
 
 @reference
@@ -1273,17 +1417,16 @@ def inside_outside_tables(grammar: PCFG, words: Sequence[str]) -> InsideOutside:
     alpha = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
     alpha[0, n, 0] = 0.0  # the start symbol is symbol 0
     for length in range(n, 1, -1):
-        scores, I, M = _span_scores(beta, tab, length, n)  # (n_i, m, R)
-        parent = alpha[I[:, 0], I[:, 0] + length][:, None, tab.A]  # (n_i, 1, R)
-        left_beta = beta[I, I + M][:, :, tab.B]  # (n_i, m, R)
-        right_beta = beta[I + M, I + length][:, :, tab.C]  # (n_i, m, R)
-        to_left = parent + tab.logp + right_beta  # (n_i, m, R): contribution to alpha_B(i, k)
-        to_right = parent + tab.logp + left_beta  # (n_i, m, R): contribution to alpha_C(k, j)
-        left_sum = _logsumexp(_with_pad(to_left)[:, :, tab.by_left], axis=3)  # (n_i, m, N)
-        right_sum = _logsumexp(_with_pad(to_right)[:, :, tab.by_right], axis=3)  # (n_i, m, N)
-        alpha[I, I + M] = np.logaddexp(alpha[I, I + M], left_sum)
-        alpha[I + M, I + length] = np.logaddexp(alpha[I + M, I + length], right_sum)
-        del scores
+        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) parent span starts
+        M = np.arange(1, length)[None, :]  # (1, m) split offsets
+        parent = alpha[I[:, 0], I[:, 0] + length]  # (n_i, N)
+        left, right = beta[I, I + M], beta[I + M, I + length]  # (n_i, m, N) each
+        fast = _outside_span_fast(tab, parent, left, right)
+        if fast is None:
+            fast = _outside_span_logs(tab, parent, left, right)
+        to_left, to_right = fast  # (n_i, m, N) each: alpha_B(i, k) and alpha_C(k, j) terms
+        alpha[I, I + M] = np.logaddexp(alpha[I, I + M], to_left)
+        alpha[I + M, I + length] = np.logaddexp(alpha[I + M, I + length], to_right)
     return InsideOutside(grammar, words, tab, beta, alpha, float(beta[0, n, 0]))
 
 
@@ -1364,3 +1507,103 @@ def parseval(
 def catalan(n: int) -> int:
     """The n-th Catalan number ``C_n = (2n)! / ((n+1)! n!)``: the binary trees with n+1 leaves."""
     return math.comb(2 * n, n) // (n + 1)
+
+
+def log_tree_count(grammar: CFG, words: Sequence[str]) -> float:
+    """log of the number of trees of ``words`` (the inside algorithm with every rule weighted 1).
+
+    The count of trees can pass 1e300 on long sentences of an ambiguous grammar, so it is kept as a
+    log; :meth:`Chart.count` gives the exact integer on short ones. ``-inf`` if there is none.
+    """
+    cnf = to_cnf(grammar) if not isinstance(grammar, CNFGrammar) else grammar
+    tab = _Tables(cnf)
+    tab.logp = np.zeros_like(tab.logp)
+    tab.lexical = {w: [(k, a, 0.0) for k, a, _ in rules] for w, rules in tab.lexical.items()}
+    return float(_inside_from_tables(tab, list(words))[0, -1, 0])
+
+
+# ----------------------------------------------------------------- the chapter's two grammars
+
+BROWN_TAG_GRAMMAR = """
+# A PCFG over the 12 universal tags of Brown (chapter 2), written by hand; the words are the tags.
+# The probabilities are guesses, re-estimated by inside-outside in the chapter.
+S -> NP VP [0.55] | VP [0.05] | S '.' [0.12] | '.' S [0.04] | S '.' S [0.07]
+   | S 'CONJ' S [0.05] | 'CONJ' S [0.03] | ADVP S [0.04] | PP S [0.05]
+NP -> 'DET' NOM [0.3] | NOM [0.22] | 'PRON' [0.15] | NP PP [0.15] | NP 'CONJ' NP [0.04]
+    | NP '.' NP [0.02] | 'PRON' NOM [0.03] | 'NUM' [0.02] | 'DET' [0.02] | NP SBAR [0.05]
+NOM -> 'NOUN' [0.59] | ADJP NOM [0.2] | 'NOUN' NOM [0.15] | 'NUM' NOM [0.05] | 'X' [0.01]
+ADJP -> 'ADJ' [0.8] | ADVP ADJP [0.1] | ADJP 'CONJ' ADJP [0.05] | ADJP '.' ADJP [0.05]
+ADVP -> 'ADV' [0.85] | 'ADV' ADVP [0.15]
+VP -> 'VERB' [0.15] | 'VERB' NP [0.25] | 'VERB' NP NP [0.02] | 'VERB' PP [0.06]
+    | 'VERB' ADJP [0.06] | 'VERB' VP [0.1] | VP PP [0.12] | VP ADVP [0.05] | ADVP VP [0.04]
+    | 'PRT' VP [0.06] | 'VERB' 'PRT' [0.02] | VP 'CONJ' VP [0.04] | 'VERB' SBAR [0.03]
+PP -> 'ADP' NP [0.9] | 'ADP' SBAR [0.05] | 'ADP' VP [0.05]
+SBAR -> 'ADP' S [0.5] | 'PRON' VP [0.3] | 'DET' S [0.2]
+"""
+
+_TAGS = ("NOUN", "VERB", "ADJ", "ADV", "PRON", "DET", "ADP", "NUM", "CONJ", "PRT", ".", "X")
+
+
+def brown_tag_pcfg(fallback: float = 0.01) -> PCFG:
+    """The chapter's PCFG over universal tags: :data:`BROWN_TAG_GRAMMAR` under a new start symbol
+    ``TOP``, with a fallback so that every tag sequence has a tree.
+
+    ``TOP -> S`` with probability ``1 - fallback``; ``TOP -> FRAG`` with ``fallback``, where a
+    fragment is a sequence of pieces, each a constituent of the grammar or a single tag
+    (``FRAG -> PIECE FRAG | PIECE``, ``PIECE -> S | NP | VP | PP | ADJP | ADVP | XP``,
+    ``XP -> 'NOUN' | ... | 'X'``), with uniform probabilities. ``fallback=0`` gives the grammar
+    without the fallback (``TOP -> S`` only).
+    """
+    lines = [f"TOP -> S [{1 - fallback}]" + (f" | FRAG [{fallback}]" if fallback > 0 else "")]
+    lines.append(BROWN_TAG_GRAMMAR)
+    if fallback > 0:
+        pieces = ["S", "NP", "VP", "PP", "ADJP", "ADVP", "XP"]
+        lines.append("FRAG -> PIECE FRAG [0.5] | PIECE [0.5]")
+        lines.append("PIECE -> " + " | ".join(f"{p} [{1 / len(pieces)}]" for p in pieces))
+        lines.append("XP -> " + " | ".join(f"'{t}' [{1 / len(_TAGS)}]" for t in _TAGS))
+    return PCFG.fromstring("\n".join(lines))
+
+
+TREEBANK_GRAMMAR = """
+S -> NP VP [0.9] | S Conj S [0.1]
+NP -> Det N [0.4] | Det Adj N [0.15] | Pro [0.2] | NP PP [0.15] | N [0.1]
+VP -> V NP [0.45] | V [0.15] | VP PP [0.2] | V NP PP [0.1] | Adv VP [0.1]
+PP -> P NP [1.0]
+"""
+TREEBANK_TAGS = {  # preterminal of the treebank grammar: (universal tag, number of Brown words)
+    "N": ("NOUN", 40),
+    "V": ("VERB", 40),
+    "Adj": ("ADJ", 20),
+    "Det": ("DET", 8),
+    "Pro": ("PRON", 8),
+    "P": ("ADP", 12),
+    "Adv": ("ADV", 10),
+    "Conj": ("CONJ", 3),
+}
+
+
+def treebank_pcfg(tagged_sentences: Iterable[Sequence[tuple[str, str]]]) -> PCFG:
+    """The chapter's *true* PCFG for sampled treebanks: :data:`TREEBANK_GRAMMAR` with a lexicon of
+    Brown words.
+
+    Each preterminal of :data:`TREEBANK_TAGS` gets the most frequent lower-case alphabetic words
+    of its universal tag in ``tagged_sentences`` (a word goes to the tag it has most often), with
+    probabilities proportional to their counts.
+    """
+    counts: Counter[tuple[str, str]] = Counter()
+    for sentence in tagged_sentences:
+        for word, tag in sentence:
+            if word.isalpha():
+                counts[(word.lower(), tag)] += 1
+    best_tag: dict[str, tuple[int, str]] = {}
+    for (word, tag), c in counts.items():
+        if c > best_tag.get(word, (0, ""))[0]:
+            best_tag[word] = (c, tag)
+    lines = [TREEBANK_GRAMMAR]
+    for pre, (tag, size) in TREEBANK_TAGS.items():
+        words = sorted(
+            ((c, w) for w, (c, t) in best_tag.items() if t == tag), key=lambda cw: (-cw[0], cw[1])
+        )[:size]
+        total = sum(c for c, _ in words)
+        lines.append(f"{pre} -> " + " | ".join(f"'{w}' [{c / total!r}]" for c, w in words))
+    return PCFG.fromstring("\n".join(lines))

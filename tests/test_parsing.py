@@ -15,6 +15,7 @@ import nltk
 import numpy as np
 import pytest
 
+from nlpcourse import parsing
 from nlpcourse.parsing import (
     CFG,
     PCFG,
@@ -22,14 +23,17 @@ from nlpcourse.parsing import (
     StepLimitExceeded,
     Tree,
     brackets,
+    brown_tag_pcfg,
     catalan,
     cky,
     inside,
+    log_tree_count,
     parse,
     parseval,
     recursive_descent,
     shift_reduce,
     to_cnf,
+    treebank_pcfg,
     viterbi_cky,
 )
 
@@ -498,3 +502,70 @@ def test_parseval_by_hand():
     assert both["exact"] == 0.5
     with pytest.raises(ValueError, match="different words"):
         parseval([gold], [Tree.fromstring("(S (NP (PRP you)))")])
+
+
+# ------------------------------------------------------- fast path, counting, the two grammars
+
+
+@pytest.mark.parametrize(
+    "text, sentence", [(TOY_PCFG, PCFG_SENTENCES[3]), (TOY_PCFG_MIXED, MIXED_SENTENCES[2])]
+)
+def test_scaled_matrix_products_equal_the_log_space_recursions(text, sentence, monkeypatch):
+    words = sentence.split()
+    fast = PCFG.fromstring(text).outside(words), PCFG.fromstring(text).expected_counts(words)
+    monkeypatch.setattr(parsing, "SAFE_EXPONENT", 1.0)  # every span takes the path in logs
+    slow = PCFG.fromstring(text).outside(words), PCFG.fromstring(text).expected_counts(words)
+    for a, b in zip(fast[0], slow[0], strict=True):
+        assert np.array_equal(np.isfinite(a), np.isfinite(b))
+        assert np.allclose(a[np.isfinite(a)], b[np.isfinite(b)], rtol=1e-12, atol=1e-12)
+    for r in fast[1]:
+        assert fast[1][r] == pytest.approx(slow[1][r], abs=1e-12)
+
+
+def test_tiny_probabilities_take_the_exact_path():
+    # B over "a a" is 1e-200 * 1e-200 times as likely as A: the matrix products would lose it
+    g = PCFG.fromstring(
+        "S -> A A [0.5] | B C [0.5]\nA -> 'a' [1.0]\nB -> 'a' [1e-200] | 'b' [1.0]\n"
+        "C -> B S [0.5] | 'c' [0.5]"
+    )
+    words = "a a".split()
+    expected = math.log(0.5) + 0.0
+    assert g.inside(words) == pytest.approx(expected)
+    words = "a a a".split()  # only S -> B C, C -> B S ... no tree: -inf
+    assert g.inside(words) == -math.inf
+    words = ["a", "a", "a", "a"]  # B(a) C(B(a) S(A A)): 0.5 * 1e-200 * 0.5 * 1e-200 * 0.5
+    assert g.inside(words) == pytest.approx(3 * math.log(0.5) + 2 * math.log(1e-200))
+
+
+def test_log_tree_count_equals_the_chart_count():
+    g = CFG.fromstring(PP)
+    for sentence in ["I saw the man with the telescope in the park", "I saw the dog and the man"]:
+        words = sentence.split()
+        count = len(nltk_trees(PP, words))
+        assert math.exp(log_tree_count(g, words)) == pytest.approx(count)
+    assert log_tree_count(CFG.fromstring(CATALAN), ["a"] * 30) == pytest.approx(
+        math.log(catalan(29))
+    )
+
+
+def test_brown_tag_grammar_parses_every_tag_sequence():
+    g, core = brown_tag_pcfg(), brown_tag_pcfg(fallback=0.0)
+    rng = np.random.default_rng(0)
+    tags = ["NOUN", "VERB", "ADJ", "ADV", "PRON", "DET", "ADP", "NUM", "CONJ", "PRT", ".", "X"]
+    for n in (1, 2, 5, 12):
+        words = list(rng.choice(tags, size=n))
+        assert g.inside(words) > -math.inf
+    assert core.inside("DET NOUN VERB .".split()) > -math.inf
+    assert core.inside("CONJ CONJ".split()) == -math.inf
+    # the fallback's share: P_core(tags) = P(TOP -> S) P_S(tags) is part of P(tags)
+    words = "DET NOUN VERB .".split()
+    assert g.inside(words) > core.inside(words) + math.log(0.99) - 1e-9
+
+
+def test_treebank_pcfg_lexicon_from_tagged_sentences():
+    tagged = [[("The", "DET"), ("dog", "NOUN"), ("runs", "VERB"), ("fast", "ADV"), ("in", "ADP")]]
+    tagged += [[("a", "DET"), ("dog", "NOUN"), ("and", "CONJ"), ("he", "PRON"), ("big", "ADJ")]]
+    g = treebank_pcfg(tagged)
+    assert g.prob(Rule("Det", ("the",))) == 0.5 and g.prob(Rule("N", ("dog",))) == 1.0
+    tree = g.sample(np.random.default_rng(0))
+    assert g.tree_logprob(tree) > -math.inf
