@@ -47,7 +47,8 @@ Deliberate departures from the book's presentation:
   *scaled* probability space (each span's scores divided by their maximum, the scale kept as a
   log), which is what makes them fast; a span where some term could fall more than ``exp(-700)``
   below its span's largest, where the products could lose it, is computed in logs instead, so the
-  result never underflows. Viterbi stays in logs (a max is not a matrix product); :func:`cky` (the recogniser that counts and lists trees) keeps the book's
+  result never underflows. Viterbi stays in logs (a max is not a matrix product).
+  :func:`cky` (the recogniser that counts and lists trees) keeps the book's
   loops over spans, split points and rules, as the lesson. The tests check the two against each
   other, against brute-force enumeration and against ``nltk``.
 * The symbols ``beta`` (inside) and ``alpha`` (outside) follow Manning & Schütze; the HMM chapter's
