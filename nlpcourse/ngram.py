@@ -23,6 +23,8 @@ The module has two layers.
    :func:`addk_prob`, :func:`perplexity`, :func:`continuation_prob`, :func:`kn_bigram_prob`):
    the formulas exactly as the chapter writes them, one n-gram at a time. They are what the
    exercise asks students to write, and the exercise checks compare against them.
+   :func:`kn_prob` is Kneser-Ney of any order written the same way, as the recursion of
+   eq. (ngram-kn): the readable twin of the array model's loop.
 2. :class:`NGramLM`, the same formulas on arrays. Every n-gram of a sentence is turned into one
    integer key (its word ids written as digits in base ``|V| + 1``), counts are ``np.unique`` over
    those keys, and lookups are ``np.searchsorted`` into the sorted key arrays, so scoring a test set
@@ -174,6 +176,58 @@ def kn_bigram_prob(
         return p_unigram
     n_follow = sum(1 for (u, _), c in bigram_counts.items() if u == v and c > 0)  # N1+(v .)
     return max(bigram_counts[(v, word)] - d, 0) / c_v + d * n_follow / c_v * p_unigram
+
+
+def kn_counts(ngram_counts: Counter, m: int) -> Counter:
+    """``c_KN`` of every m-gram (eq. ngram-kn), from the n-gram counts of :func:`count_ngrams`.
+
+    At the highest order (``m = n``) the ordinary count ``c(g)``; below it the continuation count
+    ``N1+(. g)``: how many distinct words (``<s>`` included) come right before ``g`` in the
+    (m+1)-grams that end the seen n-grams.
+    """
+    n = len(next(iter(ngram_counts)))
+    if m == n:
+        return Counter({g: c for g, c in ngram_counts.items() if c > 0})
+    longer = {g[n - m - 1 :] for g, c in ngram_counts.items() if c > 0}  # the seen (m+1)-grams
+    return Counter(g[1:] for g in longer)  # N1+(. g): one for each distinct word before g
+
+
+def kn_prob(
+    ngram_counts: Counter,
+    context: Context,
+    word: str,
+    vocab_size: int,
+    d: float = 0.75,
+    continuation: bool = True,
+) -> float:
+    """Interpolated Kneser-Ney of any order, eq. (ngram-kn), as a plain recursion on dictionaries.
+
+    ``ngram_counts`` are the counts of :func:`count_ngrams` at the model's order ``n`` and
+    ``context`` the ``n-1`` previous words (``<s>`` where the sentence starts); ``vocab_size`` is
+    ``|V|``, ``</s>`` and ``<unk>`` included. One call recomputes every count it needs, so this
+    is for reading and checking: :class:`NGramLM` computes the same numbers on arrays (the tests
+    check the two are equal). ``continuation=False`` uses ordinary counts at every order:
+    interpolated absolute discounting, eq. (ngram-absolute).
+    """
+    context = tuple(context)
+    n = len(context) + 1
+    if not ngram_counts or any(len(g) != n for g in ngram_counts):
+        raise ValueError(f"a context of {n - 1} words needs the counts of {n}-grams")
+
+    def p_kn(h: Context) -> float:  # P_KN(word | h), h the last m-1 words of the context
+        m = len(h) + 1
+        if continuation:
+            c = kn_counts(ngram_counts, m)
+        else:
+            c = Counter(g[n - m :] for g in ngram_counts.elements())  # ordinary m-gram counts
+        lower = p_kn(h[1:]) if m > 1 else 1 / vocab_size  # P_KN(word | h'), or uniform
+        total = sum(count for g, count in c.items() if g[:-1] == h)  # sum_v c_KN(h v)
+        if total == 0:
+            return lower  # a context with no counts backs off fully
+        types = sum(1 for g in c if g[:-1] == h)  # N1+(h .)
+        return max(c[h + (word,)] - d, 0) / total + d * types / total * lower  # (ngram-kn)
+
+    return p_kn(context)
 
 
 # --------------------------------------------------------------------- layer 2: the array model

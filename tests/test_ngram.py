@@ -1,8 +1,10 @@
 """Tests of nlpcourse.ngram against independent oracles.
 
-Oracles: values worked by hand, brute-force recounts written here with plain dictionaries, a
-recursive Kneser-Ney written here from SLP3 eq. 3.40-3.41, sums over the vocabulary, and nltk.lm
-where its definitions match ours (bigram MLE).
+Oracles: values worked by hand, brute-force recounts written here with plain dictionaries, sums
+over the vocabulary, and nltk.lm where its definitions match ours (bigram MLE). The readable
+Kneser-Ney recursion ``kn_prob`` is checked against values worked by hand, against the separately
+written bigram formula and by summing over the vocabulary; the array model is then checked
+against it.
 """
 
 import math
@@ -24,6 +26,7 @@ from nlpcourse.ngram import (
     continuation_prob,
     count_ngrams,
     kn_bigram_prob,
+    kn_prob,
     mle_prob,
     perplexity,
 )
@@ -49,26 +52,6 @@ def brute_counts(sentences, n):
             for m in range(1, n + 1):
                 counts[m][tuple(padded[i - m + 1 : i + 1])] += 1
     return counts
-
-
-def brute_kn(sentences, n, vocab, d, continuation=True):
-    """Interpolated Kneser-Ney (or absolute discounting) as a recursive function of dicts."""
-    counts = brute_counts(sentences, n)
-    cont = {m: Counter(g[1:] for g in counts[m + 1]) for m in range(1, n)}
-
-    def p(word, ctx):
-        m = len(ctx) + 1
-        if m == 0:
-            return 1 / len(vocab)
-        table = cont[m] if (continuation and m < n) else counts[m]
-        lower = p(word, ctx[1:]) if m > 1 else 1 / len(vocab)
-        total = sum(c for g, c in table.items() if g[:-1] == ctx)
-        if total == 0:
-            return lower
-        types = sum(1 for g in table if g[:-1] == ctx)
-        return max(table[ctx + (word,)] - d, 0) / total + d * types / total * lower
-
-    return p
 
 
 # ------------------------------------------------------------------------------ hand-worked
@@ -138,12 +121,49 @@ def test_mle_and_addk_match_recount(order, seed):
         assert addk.prob(g[-1], g[:-1]) == pytest.approx((c + 0.5) / (contexts[g[:-1]] + 0.5 * V))
 
 
+def test_kn_prob_worked_by_hand():
+    """The chapter's corpus with d = 3/4, |V| = 11. Bigram (the chapter's example):
+    P(am | I) = (2 - d)/3 + (d 2/3) P_KN(am) with P_KN(am) = (1 - d)/14 + (d 10/14)/11 = 41/616,
+    so 1663/3696. Trigram, context <s> I: the trigrams <s> I am and <s> I do (1 each), so
+    P(am | <s> I) = (1 - d)/2 + (d 2/2) P(am | I), and at the bigram level the continuation
+    counts N1+(. I am) = |{<s>, NLP}| = 2 and N1+(. I do) = 1 happen to equal the bigram counts:
+    1/8 + 3/4 * 1663/3696 = 2279/4928. Context <s> NLP: P(I | <s> NLP) = 1/4 + 3/4 P(I | NLP),
+    P(I | NLP) = (1 - d)/2 + (d 2/2) P_KN(I) (NLP is followed by I and </s>, one distinct word
+    before each), P_KN(I) = (2 - d)/14 + (d 10/14)/11 = 85/616 (<s> and NLP precede I), so
+    P(I | NLP) = 563/2464 and P(I | <s> NLP) = 4153/9856."""
+    bigrams, trigrams = count_ngrams(TOY, 2), count_ngrams(TOY, 3)
+    assert kn_prob(bigrams, ["I"], "am", 11) == pytest.approx(1663 / 3696, abs=1e-15)
+    assert kn_prob(trigrams, [BOS, "I"], "am", 11) == pytest.approx(2279 / 4928, abs=1e-15)
+    assert kn_prob(trigrams, [BOS, "NLP"], "I", 11) == pytest.approx(4153 / 9856, abs=1e-15)
+    lm = NGramLM(3, "kneser-ney", discount=0.75).fit(TOY)
+    assert lm.prob("I", [BOS, "NLP"]) == pytest.approx(4153 / 9856, abs=1e-15)
+    with pytest.raises(ValueError, match="needs the counts of 3-grams"):
+        kn_prob(bigrams, [BOS, "I"], "am", 11)
+
+
+@pytest.mark.parametrize("continuation", [True, False])
+def test_kn_prob_sums_to_one_and_is_the_bigram_formula(continuation):
+    corpus = random_corpus(3, n_types=5)
+    for order in (1, 2, 3):
+        counts = count_ngrams(corpus, order)
+        vocab = sorted({w for s in corpus for w in s}) + [EOS, UNK]
+        contexts = {g[:-1] for g in counts} | {(BOS,) * (order - 1), ("w0", "w9")[: order - 1]}
+        for ctx in contexts:  # seen, sentence-start and unseen contexts
+            total = sum(kn_prob(counts, ctx, w, len(vocab), 0.6, continuation) for w in vocab)
+            assert total == pytest.approx(1, abs=1e-12)
+    counts = count_ngrams(corpus, 2)
+    for v in ["w0", "w1", BOS, "w9"]:
+        for w in ["w0", "w2", EOS, UNK]:
+            expected = kn_bigram_prob(counts, (v,), w, 7, 0.75)
+            assert kn_prob(counts, (v,), w, 7) == pytest.approx(expected, abs=1e-15)
+
+
 @pytest.mark.parametrize("smoothing", ["kneser-ney", "absolute"])
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
-def test_discounting_matches_recursive_definition(smoothing, order):
+def test_array_model_equals_the_readable_recursion(smoothing, order):
     corpus = random_corpus(order, n_types=6)
     lm = NGramLM(order, smoothing, discount=0.6).fit(corpus)
-    oracle = brute_kn(corpus, order, lm.vocab_, 0.6, continuation=smoothing == "kneser-ney")
+    counts = count_ngrams([[w if w in lm.index_ else UNK for w in s] for s in corpus], order)
     rng = random.Random(order)
     contexts = [
         tuple(rng.choice(lm.vocab_[2:] + [BOS, "zzz"]) for _ in range(order - 1)) for _ in range(25)
@@ -151,7 +171,8 @@ def test_discounting_matches_recursive_definition(smoothing, order):
     for ctx in contexts:
         ctx_ids = tuple(c if c in lm.vocab_ or c == BOS else UNK for c in ctx)
         for w in lm.vocab_:
-            assert lm.prob(w, ctx) == pytest.approx(oracle(w, ctx_ids), abs=1e-12)
+            expected = kn_prob(counts, ctx_ids, w, len(lm.vocab_), 0.6, smoothing == "kneser-ney")
+            assert lm.prob(w, ctx) == pytest.approx(expected, abs=1e-12)
 
 
 def test_kn_bigram_function_matches_model():
