@@ -210,7 +210,7 @@ def to_plain(value: Any, _depth: int = 0) -> Any:
             return array
         return to_plain(array.tolist(), _depth + 1)  # an object array: its items one by one
     if kind in _torch_types():
-        tensor = value.detach().cpu()
+        tensor: Any = value.detach().cpu()
         if not tensor.dtype.is_floating_point or tensor.element_size() >= 4:
             return np.array(tensor.numpy(), copy=True)
         return np.array(tensor.float().numpy(), copy=True)  # float16, bfloat16
@@ -273,7 +273,8 @@ def show(value: Any, width: int = 90) -> str:
     if isinstance(value, Expected):
         value = value.value
     if isinstance(value, _torch_types()):
-        value = value.detach().cpu().double().numpy()
+        tensor: Any = value
+        value = tensor.detach().cpu().double().numpy()
     if isinstance(value, np.ndarray):
         text = np.array2string(value, precision=6, suppress_small=True, separator=", ")
     elif isinstance(value, tuple) and any(isinstance(v, np.ndarray) for v in value):
@@ -354,7 +355,7 @@ def compare_arrays(expected: Any, got: Any, name: str = "the answer", shape_hint
         expected = expected.value
     want = np.asarray(expected, dtype=float)
     array, problem = as_array(got, name)
-    if problem:
+    if array is None:
         return problem
     if array.shape != want.shape:
         return f"{name} has shape {array.shape}, expected {want.shape}" + (

@@ -20,12 +20,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from nlpcourse import hmm
 from nlpcourse.checks.core import (
+    ATOL,
+    RTOL,
     Case,
     Expected,
     Mistake,
@@ -235,7 +237,9 @@ def _compare_addk(want: Expected, got: Any) -> str:
     arrays = []
     for name, shape, table in zip(parts, shapes, got, strict=True):
         array, problem = as_array(table, name)
-        if not problem and array.shape != shape:
+        if array is None:
+            return problem
+        if array.shape != shape:
             problem = f"{name} should have shape {shape}, got shape {array.shape}"
             if name == "log_emit_table" and array.shape == (N, V):
                 problem += ": one row per word and one column per tag"
@@ -244,16 +248,21 @@ def _compare_addk(want: Expected, got: Any) -> str:
         if problem:
             return problem
         arrays.append(array)
-    labels = (
-        lambda i: f"log_start[{i}] (start -> {tags[i]!r})",
-        lambda i, j: f"log_trans[{i}, {j}] ({tags[i]!r} -> {tags[j]!r})",
-        lambda v, j: f"log_emit_table[{v}, {j}] (word {words[v]!r}, tag {tags[j]!r})",
-    )
-    for name, label, expected, array in zip(parts, labels, want.value, arrays, strict=True):
+
+    def label(name: str, index: tuple[int, ...]) -> str:
+        if name == "log_start":
+            return f"log_start[{index[0]}] (start -> {tags[index[0]]!r})"
+        if name == "log_trans":
+            i, j = index
+            return f"log_trans[{i}, {j}] ({tags[i]!r} -> {tags[j]!r})"
+        v, j = index
+        return f"log_emit_table[{v}, {j}] (word {words[v]!r}, tag {tags[j]!r})"
+
+    for name, expected, array in zip(parts, want.value, arrays, strict=True):
         if not close(expected, array):
-            bad = ~np.isclose(array, expected, rtol=1e-5, atol=1e-7)
+            bad = ~np.isclose(array, expected, rtol=RTOL, atol=ATOL)
             index = tuple(int(i) for i in np.argwhere(bad)[0])
-            line = f"{label(*index)}: expected {float(expected[index])!r}, "
+            line = f"{label(name, index)}: expected {float(expected[index])!r}, "
             line += f"got {float(array[index])!r}"
             with np.errstate(over="ignore"):
                 sums = np.exp(array).sum(axis=-1 if name != "log_emit_table" else 0)
@@ -496,7 +505,8 @@ def _compare_viterbi(want: Expected, got: Any) -> str:
     if logprob_problem:
         lines.append("log probability: " + logprob_problem)
     if path != want_path:
-        own = _path_score(*want.args, path)
+        log_start, log_trans, log_emit = want.args
+        own = _path_score(log_start, log_trans, log_emit, path)
         lines.append(
             f"path: {_show_paths(want_path, path)}; the path you returned has log probability "
             f"{own!r}"
@@ -670,7 +680,7 @@ KEYS = ("all", "known", "unknown", "unknown_rate")
 
 
 def _accuracy_mistakes(tagger: LookupTagger, tagged_sentences: list) -> list[Mistake]:
-    value = hmm.tagging_accuracy(tagger, tagged_sentences)
+    value = hmm.tagging_accuracy(cast(Any, tagger), tagged_sentences)
     per_sentence = [
         sum(gold == tag for (_, gold), tag in zip(s, tagger.tag([w for w, _ in s]), strict=True))
         / len(s)
@@ -701,7 +711,7 @@ def _accuracy_mistakes(tagger: LookupTagger, tagged_sentences: list) -> list[Mis
 
 
 def _accuracy_answer(tagger: LookupTagger, tagged_sentences: list) -> dict[str, float]:
-    value = hmm.tagging_accuracy(tagger, tagged_sentences)
+    value = hmm.tagging_accuracy(cast(Any, tagger), tagged_sentences)  # any tagger will do
     return {k: value[k] for k in KEYS}
 
 

@@ -50,7 +50,7 @@ def _case(args: tuple, names: tuple[str, ...], hint: str = "", label: str = "") 
     return Case(args, names, hint, label, shown)
 
 
-def _np(*values: Any) -> list[np.ndarray]:
+def _np(*values: Any) -> Any:
     """Tensors (or arrays) as float64 numpy arrays."""
     return [np.asarray(to_plain(v), dtype=float) for v in values]
 
@@ -321,7 +321,11 @@ BPTT_MISTAKES = {
 
 
 def _bptt_mistakes(*args: Any) -> list[Mistake]:
-    return [Mistake(what, _bptt(*args, mistake=m)) for m, what in BPTT_MISTAKES.items()]
+    x, targets, hs, y_hat, params = args
+    return [
+        Mistake(what, _bptt(x, targets, hs, y_hat, params, mistake=m))
+        for m, what in BPTT_MISTAKES.items()
+    ]
 
 
 def _bptt_problem(rng: np.random.Generator, T: int, D: int, H: int, V: int) -> tuple:
@@ -371,7 +375,7 @@ def _compare_grads(want: Expected, got: Any) -> str:
             f"{numeric:.6g} there"
         )
     shapes_right = all(
-        arrays[n] is not None and arrays[n].shape == want.value[n].shape for n in PARAMS
+        (array := arrays[n]) is not None and array.shape == want.value[n].shape for n in PARAMS
     )
     named = name_mistake(want, got, _bptt_mistakes(*want.args), same_on_keys)
     if named is None and shapes_right:  # where to look, when no known mistake fits
@@ -448,8 +452,9 @@ def _lstm_answer(*args: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return to_plain(rnn.lstm_cell(*args))
 
 
-def _lstm_mistakes(*args: torch.Tensor) -> list[Mistake]:
-    args = _np(*args)
+def _lstm_mistakes(*tensors: torch.Tensor) -> list[Mistake]:
+    x_t, h_prev, c_prev, weight_ih, weight_hh, bias_ih, bias_hh = _np(*tensors)
+    args = (x_t, h_prev, c_prev, weight_ih, weight_hh, bias_ih, bias_hh)
     h_t, c_t = lstm_step_np(*args)
     mistakes = [Mistake("you returned (c_t, h_t): return (h_t, c_t), in that order", (c_t, h_t))]
     for order in ("".join(p) for p in itertools.permutations("ifgo")):
@@ -534,8 +539,9 @@ def _gru_answer(*args: torch.Tensor) -> np.ndarray:
     return to_plain(rnn.gru_cell(*args))
 
 
-def _gru_mistakes(*args: torch.Tensor) -> list[Mistake]:
-    args = _np(*args)
+def _gru_mistakes(*tensors: torch.Tensor) -> list[Mistake]:
+    x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh = _np(*tensors)
+    args = (x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh)
     mistakes = [
         Mistake(
             "that is the textbook GRU (Cho et al. 2014), n_t = tanh(W_in x_t + b_in + W_hn (r_t * "
