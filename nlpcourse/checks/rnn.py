@@ -1,7 +1,7 @@
 """Checks for exercise 04-rnn (chapter 4): cases, answers and usual mistakes.
 
 The machinery is :func:`nlpcourse.checks.core.run_check`'s. The two concept questions have answer
-keys written here (:func:`token_index_answer`, :data:`ARCHITECTURE_ANSWERS`); the numerical parts
+keys written here (:func:`token_index_answer`, :func:`architecture_answer`); the numerical parts
 are compared with :mod:`nlpcourse.rnn`. Beyond "expected this, got that", the array checks say
 which entry differs most and name the common mistakes: for each one, this module computes what the
 mistaken code would return (a missing recurrent term in BPTT, another gate order, the textbook
@@ -25,7 +25,6 @@ from nlpcourse.checks.core import (
     CheckFailed,
     Expected,
     Mistake,
-    answer_table,
     as_array,
     call_student,
     compare_arrays,
@@ -133,19 +132,29 @@ def check_token_index(token_index: Callable, hidden: bool = False) -> None:
 
 # ------------------------------------------------------------------------------ part 2
 
-ARCHITECTURE_ANSWERS = {
-    "part-of-speech tagging": "many-to-many",
-    "named-entity recognition": "many-to-many",
-    "language modelling": "many-to-many",
-    "sentiment classification": "many-to-one",
-    "spam detection": "many-to-one",
-    "topic classification": "many-to-one",
-    "image captioning": "one-to-many",
-    "music generation": "one-to-many",
-    "machine translation": "encoder-decoder",
-    "speech recognition": "encoder-decoder",
-    "summarisation": "encoder-decoder",
-}  # the answer key of part 2: section "Architectures" of chapter 4
+TASKS = rnn.ARCHITECTURE_TASKS  # the tasks of part 2
+
+
+@reference
+def architecture_answer(task: str) -> str:
+    """The answer key of part 2 (section "Architectures" of chapter 4): which recurrent
+    architecture fits ``task``. Kept in a function marked as a reference, so that it refuses to
+    run while a student's function is checked, like the algorithms."""
+    answers = {
+        "part-of-speech tagging": "many-to-many",
+        "named-entity recognition": "many-to-many",
+        "language modelling": "many-to-many",
+        "sentiment classification": "many-to-one",
+        "spam detection": "many-to-one",
+        "topic classification": "many-to-one",
+        "image captioning": "one-to-many",
+        "music generation": "one-to-many",
+        "machine translation": "encoder-decoder",
+        "speech recognition": "encoder-decoder",
+        "summarisation": "encoder-decoder",
+    }
+    return answers[task]
+
 
 ARCHITECTURE_HINTS = {
     "part-of-speech tagging": "one tag for each word: an output at every step, T_y = T_x",
@@ -184,14 +193,15 @@ def _compare_architecture(want: str, got: Any) -> str:
 def check_architecture_for(architecture_for: Callable, hidden: bool = False) -> None:
     """``architecture_for(task)``: one of ``nlpcourse.rnn.ARCHITECTURES``."""
     shown = ["sentiment classification", "part-of-speech tagging"]
-    tasks = list(ARCHITECTURE_ANSWERS) if hidden else shown
+    tasks = list(TASKS) if hidden else shown
     cases = [Case((task,), ("task",), ARCHITECTURE_HINTS[task], label=repr(task)) for task in tasks]
-    answers = answer_table({(task,): label for task, label in ARCHITECTURE_ANSWERS.items()})
-    run_check("architecture_for", architecture_for, answers, cases, _compare_architecture)
+    run_check(
+        "architecture_for", architecture_for, architecture_answer, cases, _compare_architecture
+    )
     if hidden:
         return
     # the visible check grades two tasks; here, only that every task gets a valid answer
-    for task in ARCHITECTURE_ANSWERS:
+    for task in TASKS:
         try:
             got = call_student(architecture_for, (task,))
         except ReferenceUsedError as err:
@@ -206,7 +216,7 @@ def check_architecture_for(architecture_for: Callable, hidden: bool = False) -> 
                 f"architecture_for({task!r}) returned {show(got)}; "
                 f"every answer must be one of {ARCHITECTURES}"
             )
-    print(f"architecture_for: all {len(ARCHITECTURE_ANSWERS)} answers are valid labels")
+    print(f"architecture_for: all {len(TASKS)} answers are valid labels")
 
 
 # ------------------------------------------------------------------------------ part 3
@@ -610,7 +620,8 @@ def check_gru_cell(gru_cell: Callable, hidden: bool = False) -> None:
 
 
 __all__ = [
-    "ARCHITECTURE_ANSWERS",
+    "TASKS",
+    "architecture_answer",
     "token_index_answer",
     "check_token_index",
     "check_architecture_for",
