@@ -554,60 +554,6 @@ def mle_emissions(tagged_sentences: Iterable[TaggedSentence]) -> dict[str, dict[
     return probs
 
 
-@reference
-def addk_tables(
-    tagged_sentences: Iterable[TaggedSentence],
-    tags: Sequence[str],
-    words: Sequence[str],
-    k: float = 1.0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The three tables of an HMM, add-k smoothed, in log space: eq. (hmm-trans-mle) and
-    (hmm-emit-mle) with chapter 1's add-k smoothing, eq. (ngram-addk):
-
-        pi_j   = (c(<s>, j) + k) / (S + k N)
-        a_ij   = (c(i, j) + k) / (c(i, .) + k N)
-        b_j(w) = (c(j, w) + k) / (c(j) + k V)
-
-    ``S`` is the number of (non-empty) sentences, ``c(<s>, j)`` how many of them start with tag
-    ``j``, ``c(i, j)`` how often tag ``j`` follows tag ``i`` inside a sentence, ``c(i, .)`` the sum
-    of ``c(i, j)`` over ``j`` (the occurrences of ``i`` that another tag follows), ``c(j, w)`` how
-    often word ``w`` has tag ``j`` and ``c(j)`` how often tag ``j`` occurs; ``N = len(tags)`` and
-    ``V = len(words)``. Unlike :func:`mle_transitions`, the denominator of ``a_ij`` leaves out the
-    occurrences of ``i`` that end a sentence, so that every row of A sums to 1 (no end state, as
-    in :func:`viterbi`). Every probability is positive, so no entry is ``-inf``.
-
-    Returns ``log_start`` ``(N,)``, ``log_trans`` ``(N, N)`` and ``log_emit_table`` ``(V, N)``,
-    ``[v, j] = log b_j(words[v])``, in the order of ``tags`` and ``words``; the ``log_emit`` of a
-    sentence with word indices ``ids`` is ``log_emit_table[ids]``, shape ``(T, N)``. Raises
-    ``ValueError`` for ``k <= 0``, repeated tags or words, or a sentence with a tag or word not in
-    the lists. Empty sentences are skipped.
-    """
-    if not k > 0:
-        raise ValueError(f"k must be positive (k = 0 leaves unseen events at 0/0), got {k}")
-    tag_id = {tag: j for j, tag in enumerate(tags)}
-    word_id = {word: v for v, word in enumerate(words)}
-    if len(tag_id) != len(tags) or len(word_id) != len(words):
-        raise ValueError("tags and words must not repeat an entry")
-    N, V = len(tags), len(words)
-    start_counts = np.zeros(N)  # (N,) c(<s>, j)
-    trans_counts = np.zeros((N, N))  # (N, N) c(i, j)
-    emit_counts = np.zeros((V, N))  # (V, N) c(j, w)
-    for sentence in _nonempty(tagged_sentences):
-        for word, tag in sentence:
-            if tag not in tag_id or word not in word_id:
-                missing = f"tag {tag!r}" if tag not in tag_id else f"word {word!r}"
-                raise ValueError(f"the {missing} of a sentence is not in the list given")
-            emit_counts[word_id[word], tag_id[tag]] += 1
-        sentence_tags = [tag_id[tag] for _, tag in sentence]
-        start_counts[sentence_tags[0]] += 1
-        for i, j in itertools.pairwise(sentence_tags):
-            trans_counts[i, j] += 1
-    log_start = _log((start_counts + k) / (start_counts.sum() + k * N))  # (N,)
-    log_trans = _log((trans_counts + k) / (trans_counts.sum(axis=1, keepdims=True) + k * N))
-    log_emit_table = _log((emit_counts + k) / (emit_counts.sum(axis=0) + k * V))  # (V, N)
-    return log_start, log_trans, log_emit_table
-
-
 # ---------------------------------------------------------------------------------- the tagger
 
 

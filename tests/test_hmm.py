@@ -8,14 +8,11 @@ enumeration.
 
 import itertools
 import math
-import re
 import warnings
 
 import numpy as np
 import pytest
 
-import nlpcourse.checks.hmm as checks
-from nlpcourse.checks import CheckFailed
 from nlpcourse.data import UNIVERSAL_TAGS, brown_split, universal_tag
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
 from nlpcourse.hmm import (
@@ -23,7 +20,6 @@ from nlpcourse.hmm import (
     SUFFIXES,
     WORD_CLASSES,
     MostFrequentTagger,
-    addk_tables,
     backward_table,
     baum_welch,
     forward,
@@ -395,45 +391,6 @@ def test_mle_by_hand():
     assert emissions["NOUN"] == pytest.approx({"dog": 3 / 5, "cat": 1 / 5, "barks": 1 / 5})
 
 
-def test_addk_tables_by_hand():
-    """TINY: 3 sentences, all DET NOUN VERB; the 2, a 1, dog 2, cat 1, barks 2, sleeps 1."""
-    tags, words = ["DET", "NOUN", "VERB"], ["a", "barks", "cat", "dog", "sleeps", "the"]
-    log_start, log_trans, log_emit_table = addk_tables(TINY + [[]], tags, words, k=1.0)
-    assert log_start.shape == (3,) and log_trans.shape == (3, 3) and log_emit_table.shape == (6, 3)
-    # start: 3 sentences start with DET, (3 + 1) / (3 + 1 * 3)
-    np.testing.assert_allclose(np.exp(log_start), [4 / 6, 1 / 6, 1 / 6])
-    # DET -> NOUN and NOUN -> VERB 3 times each; VERB always ends the sentence: no counts
-    np.testing.assert_allclose(
-        np.exp(log_trans), [[1 / 6, 4 / 6, 1 / 6], [1 / 6, 1 / 6, 4 / 6], [1 / 3, 1 / 3, 1 / 3]]
-    )
-    # DET: c = 3 (the 2, a 1), V = 6: (c(DET, w) + 1) / (3 + 6)
-    emit = np.exp(log_emit_table)
-    np.testing.assert_allclose(emit[:, 0], np.array([2, 1, 1, 1, 1, 3]) / 9)
-    np.testing.assert_allclose(emit[:, 2], np.array([1, 3, 1, 1, 2, 1]) / 9)
-    # k = 0.5 on one entry: P(dog | NOUN) = (2 + 0.5) / (3 + 0.5 * 6)
-    _, _, half = addk_tables(TINY, tags, words, k=0.5)
-    assert math.exp(half[3, 1]) == pytest.approx(2.5 / 6)
-    # a row of A is a distribution even for a tag that ends sentences (unlike mle_transitions)
-    corpus = TINY + [[("dog", "NOUN")]]
-    _, log_trans, _ = addk_tables(corpus, tags, words, k=1.0)
-    np.testing.assert_allclose(np.exp(log_trans[1]), [1 / 6, 1 / 6, 4 / 6])
-    np.testing.assert_allclose(np.exp(log_trans).sum(axis=1), 1.0)
-
-
-def test_addk_tables_bad_input():
-    tags, words = ["DET", "NOUN", "VERB"], ["a", "barks", "cat", "dog", "sleeps", "the"]
-    with pytest.raises(ValueError, match="positive"):
-        addk_tables(TINY, tags, words, k=0.0)
-    with pytest.raises(ValueError, match="word 'a'"):
-        addk_tables(TINY, tags, words[1:], k=1.0)
-    with pytest.raises(ValueError, match="'VERB'"):
-        addk_tables(TINY, tags[:2], words, k=1.0)
-    with pytest.raises(ValueError, match="repeat"):
-        addk_tables(TINY, tags + ["DET"], words, k=1.0)
-    with pytest.raises(ValueError, match="at least one"):
-        addk_tables([[]], tags, words)
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_unsmoothed_tagger_tables_equal_mle(seed):
     """With trans_lambda = 0 the tagger's transitions are the dictionary MLE; its known-word
@@ -681,135 +638,6 @@ def test_reference_refuses_during_a_check():
     tables = random_hmm(np.random.default_rng(0), 2, 2)
     with reference_switched_off(), pytest.raises(ReferenceUsedError):
         viterbi(*tables)
-
-
-# ------------------------------------------------------------------- the exercise's checks
-# Student-style implementations written here (none calls nlpcourse.hmm): the right ones must pass
-# the hidden checks of exercise 02-hmm, and each usual mistake must fail with a message naming it.
-
-
-def student_forward(log_start, log_trans, log_emit, combine=np.logaddexp.reduce):
-    alpha = log_start + log_emit[0]
-    for t in range(1, len(log_emit)):
-        alpha = combine(alpha[:, None] + log_trans, axis=0) + log_emit[t]
-    return float(np.logaddexp.reduce(alpha))
-
-
-def student_forward_in_probabilities(log_start, log_trans, log_emit):
-    start, trans, emit = np.exp(log_start), np.exp(log_trans), np.exp(log_emit)
-    alpha = start * emit[0]
-    for t in range(1, len(emit)):
-        alpha = (alpha @ trans) * emit[t]
-    return float(log(alpha.sum()))
-
-
-def student_viterbi(log_start, log_trans, log_emit, backptr_row=0):
-    T, N = log_emit.shape
-    delta, backptr = log_start + log_emit[0], np.zeros((T, N), dtype=int)
-    for t in range(1, T):
-        backptr[t] = np.argmax(delta[:, None] + log_trans, axis=0)
-        delta = np.max(delta[:, None] + log_trans, axis=0) + log_emit[t]
-    path = [int(np.argmax(delta))]
-    for t in range(T - 1, 0, -1):
-        path.append(int(backptr[t + backptr_row, path[-1]]))  # backptr_row = -1: off by one
-    return path[::-1], float(np.max(delta))
-
-
-def student_greedy(log_start, log_trans, log_emit):
-    scores = log_start + log_emit[0]
-    path, logprob = [int(np.argmax(scores))], float(np.max(scores))
-    for t in range(1, len(log_emit)):
-        scores = log_trans[path[-1]] + log_emit[t]
-        path.append(int(np.argmax(scores)))
-        logprob += float(np.max(scores))
-    return path, logprob
-
-
-def student_unnormalised_posterior(log_start, log_trans, log_emit):
-    T, N = log_emit.shape
-    alpha, beta = np.zeros((T, N)), np.zeros((T, N))
-    alpha[0] = log_start + log_emit[0]
-    for t in range(1, T):
-        alpha[t] = np.logaddexp.reduce(alpha[t - 1][:, None] + log_trans, axis=0) + log_emit[t]
-    for t in range(T - 2, -1, -1):
-        beta[t] = np.logaddexp.reduce(log_trans + log_emit[t + 1] + beta[t + 1], axis=1)
-    return np.exp(alpha + beta)  # not divided by P(words)
-
-
-def student_tables_in_probabilities(tagged_sentences, tags, words, k):
-    N, V = len(tags), len(words)
-    start, trans, emit = np.zeros(N), np.zeros((N, N)), np.zeros((V, N))
-    for sentence in tagged_sentences:
-        ids = [tags.index(tag) for _, tag in sentence]
-        if ids:
-            start[ids[0]] += 1
-        for i, j in itertools.pairwise(ids):
-            trans[i, j] += 1
-        for word, tag in sentence:
-            emit[words.index(word), tags.index(tag)] += 1
-    return (
-        (start + k) / (start.sum() + k * N),
-        (trans + k) / (trans.sum(axis=1, keepdims=True) + k * N),
-        (emit + k) / (emit.sum(axis=0) + k * V),
-    )  # no log
-
-
-def student_accuracy(tagger, tagged_sentences):
-    correct, total = {"known": 0, "unknown": 0}, {"known": 0, "unknown": 0}
-    for sentence in tagged_sentences:
-        tags = tagger.tag_sents([[w for w, _ in sentence]])[0]
-        for (word, gold), tag in zip(sentence, tags, strict=True):
-            kind = "known" if word in tagger.vocab_ else "unknown"
-            total[kind] += 1
-            correct[kind] += gold == tag
-    n = sum(total.values())
-    return {
-        "all": sum(correct.values()) / n,
-        "known": correct["known"] / total["known"],
-        "unknown": correct["unknown"] / total["unknown"],
-        "unknown_rate": total["unknown"] / n,
-    }
-
-
-def student_accuracy_per_sentence(tagger, tagged_sentences):
-    per_sentence = [
-        np.mean([g == t for (_, g), t in zip(s, tagger.tag([w for w, _ in s]), strict=True)])
-        for s in tagged_sentences
-    ]
-    return student_accuracy(tagger, tagged_sentences) | {"all": np.mean(per_sentence)}
-
-
-def test_checks_pass_right_implementations():
-    checks.check_forward(student_forward, hidden=True)
-    checks.check_viterbi(student_viterbi, hidden=True)
-    checks.check_tagging_accuracy(student_accuracy, hidden=True)
-
-
-@pytest.mark.parametrize(
-    "check,student,message",
-    [
-        (checks.check_forward, lambda s, a, e: student_forward(s, a.T, e), "read transposed"),
-        (
-            checks.check_forward,
-            lambda *tables: student_forward(*tables, combine=np.max),
-            "max over previous tags",
-        ),
-        (checks.check_forward, student_forward_in_probabilities, "far below the smallest"),
-        (checks.check_viterbi, student_greedy, "(greedy)"),
-        (
-            checks.check_viterbi,
-            lambda *tables: student_viterbi(*tables, backptr_row=-1),
-            "path[t-1] = backptr[t, path[t]]",
-        ),
-        (checks.check_forward_backward, student_unnormalised_posterior, "divide by P(words)"),
-        (checks.check_addk_tables, student_tables_in_probabilities, "returned probabilities"),
-        (checks.check_tagging_accuracy, student_accuracy_per_sentence, "averaged the accuracies"),
-    ],
-)
-def test_checks_name_the_mistake(check, student, message):
-    with np.errstate(divide="ignore", under="ignore"):
-        with pytest.raises(CheckFailed, match=re.escape(message)):
-            check(student)
 
 
 # ------------------------------------------------------------------------- universal tagset

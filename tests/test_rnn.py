@@ -579,36 +579,3 @@ def test_reference_refuses_during_a_check():
     # the layers themselves stay usable: they call no guarded function
     with reference_switched_off():
         rnn.LSTM(2, 3)(torch.randn(2, 1, 2))
-
-
-# ------------------------------------------------------------ notation and architectures
-
-
-def test_token_index_finds_the_token_in_both_layouts():
-    # the oracle: an array whose entries name themselves, x^(i)<j> for i = 1..B, j = 1..T
-    B, T = 3, 5
-    X = np.array([[f"x({i})<{j}>" for j in range(1, T + 1)] for i in range(1, B + 1)])  # (B, T)
-    time_first = X.T  # (T, B), as torch.nn.RNN takes its input
-    for i in range(1, B + 1):
-        for j in range(1, T + 1):
-            assert X[rnn.token_index(i, j, "batch-first")] == f"x({i})<{j}>"
-            assert time_first[rnn.token_index(i, j, "time-first")] == f"x({i})<{j}>"
-    with pytest.raises(ValueError, match="counts from 1"):
-        rnn.token_index(0, 1, "batch-first")
-    with pytest.raises(ValueError, match="layout"):
-        rnn.token_index(1, 1, "batch_first")
-
-
-def test_architecture_for_every_task():
-    answers = {task: rnn.architecture_for(task) for task in rnn.ARCHITECTURE_TASKS}
-    assert set(answers.values()) == set(rnn.ARCHITECTURES)  # every architecture has a task
-    # the examples the issue and the chapter name, written out here
-    assert answers["sentiment classification"] == "many-to-one"
-    assert answers["part-of-speech tagging"] == "many-to-many"
-    assert answers["machine translation"] == "encoder-decoder"
-    assert answers["speech recognition"] == "encoder-decoder"
-    assert answers["music generation"] == "one-to-many"
-    with pytest.raises(ValueError, match="unknown task"):
-        rnn.architecture_for("parsing")
-    with reference_switched_off(), pytest.raises(ReferenceUsedError):
-        rnn.architecture_for("spam detection")
