@@ -30,6 +30,8 @@ case "${1:-}" in
         ;;
     test)
         setup
+        # test-only dependencies (KenLM, the oracle of tests/test_arpa.py; builds with g++)
+        "$PY" -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
         ruff check .
         ruff format --check .
         mypy  # the package nlpcourse/, configured in pyproject.toml

@@ -103,15 +103,18 @@ def check_sentences(sentences: Iterable[Sequence[str]], where: str) -> list[list
                 f"{where}: sentence {i} is a {type(s).__name__}, not a list of tokens "
                 f"(split text into words first, e.g. text.split())"
             )
-        for w in s:
-            if not isinstance(w, str):
-                raise TypeError(f"{where}: sentence {i} has a token {w!r} that is not a string")
-            if w in (BOS, EOS):
+        s = list(s)
+        if not set(map(type, s)) <= {str}:  # the fast test; the loop only to name the token
+            for w in s:
+                if not isinstance(w, str):
+                    raise TypeError(f"{where}: sentence {i} has a token {w!r} that is not a string")
+        for w in (BOS, EOS):
+            if w in s:
                 raise ValueError(
                     f"{where}: sentence {i} contains {w!r}; pass bare sentences, the model adds "
                     "<s> and </s> itself"
                 )
-        out.append(list(s))
+        out.append(s)
     return out
 
 
