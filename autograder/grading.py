@@ -21,6 +21,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
@@ -93,10 +95,16 @@ def sample_submissions(assignment: str) -> dict[str, nbformat.NotebookNode]:
     }
 
 
-def grade(root: Path, assignment: str, submissions: dict[str, nbformat.NotebookNode]) -> dict:
-    """Set up a course at ``root`` (a copy of ``solutions/<assignment>``), submit, autograde,
-    write feedback and export ``grades.csv``. Returns ``{student: {grade_id: score, ...,
-    "total": score}}`` read back from the gradebook, and the CSV's path under ``"csv"``."""
+def grade(
+    root: Path,
+    assignment: str,
+    submissions: dict[str, nbformat.NotebookNode],
+    options: Sequence[str] = (),
+) -> dict:
+    """Set up a course at ``root`` (a copy of ``solutions/<assignment>``), submit, autograde
+    (with the extra command-line ``options``, e.g. ``--TimeLimitedExecute.timeout=10``), write
+    feedback and export ``grades.csv``. Returns ``{student: {grade_id: score, ..., "total":
+    score}}`` read back from the gradebook, and the CSV's path under ``"csv"``."""
     from nbgrader.api import Gradebook
 
     (root / "autograder").mkdir(parents=True, exist_ok=True)
@@ -107,7 +115,7 @@ def grade(root: Path, assignment: str, submissions: dict[str, nbformat.NotebookN
         folder = root / "autograder" / "submitted" / student / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / name)
-    run_nbgrader("autograde", assignment, root=root)
+    run_nbgrader("autograde", assignment, *options, root=root)
     run_nbgrader("generate_feedback", assignment, root=root)
     csv_path = root / "autograder" / "grades.csv"
     run_nbgrader("export", f"--to={csv_path}", root=root)
@@ -119,6 +127,29 @@ def grade(root: Path, assignment: str, submissions: dict[str, nbformat.NotebookN
             scores[student] = {g.name: g.score for g in nb.grades}
             scores[student]["total"] = nb.score
     return scores
+
+
+def solution_timing(assignment: str) -> dict:
+    """Run the solution notebook of ``assignment`` once, as the autograder would, and time it:
+    ``{"kernel": s, "notebook": s, "cells": [(s, cell name), ...] slowest first}``. This is what
+    the time limits in ``nbgrader_config.py`` are chosen from."""
+    from nbclient import NotebookClient
+
+    path = notebook_path(REPO / "solutions", assignment)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, resources={"metadata": {"path": str(path.parent)}})
+    cells = []
+    start = time.monotonic()
+    with client.setup_kernel():
+        kernel = time.monotonic() - start
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            before = time.monotonic()
+            client.execute_cell(cell, index)
+            name = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
+            cells.append((time.monotonic() - before, name))
+    return {"kernel": kernel, "notebook": time.monotonic() - start, "cells": sorted(cells)[::-1]}
 
 
 def demo(assignment: str, folder: Path) -> None:
@@ -150,8 +181,20 @@ def main() -> None:
     p = sub.add_parser("demo", help="grade three sample submissions in a sandbox course")
     p.add_argument("assignment", help="e.g. 01-ngrams")
     p.add_argument("--dir", type=Path, default=CONFIG_DIR / "demo", help="sandbox folder")
+    p = sub.add_parser("timing", help="time the solution notebooks against the time limits")
+    p.add_argument("assignments", nargs="*", help="default: every assignment in solutions/")
     args = parser.parse_args()
-    demo(args.assignment, args.dir.resolve())
+    if args.command == "demo":
+        demo(args.assignment, args.dir.resolve())
+        return
+    names = args.assignments or sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+    for name in names:
+        t = solution_timing(name)
+        slowest = ", ".join(f"{s:.2f} s {cell}" for s, cell in t["cells"][:3])
+        print(
+            f"{name}: kernel start {t['kernel']:.1f} s, notebook {t['notebook']:.1f} s; slowest "
+            f"cells: {slowest}"
+        )
 
 
 if __name__ == "__main__":
