@@ -47,10 +47,12 @@ width, ``V`` vocabulary size.
        n_t = tanh (W_in x_t + b_in + W_hn (r_t * h_{t-1}) + b_hn)   textbook form   (gru-n-textbook)
        h_t = (1 - z_t) * n_t + z_t * h_{t-1}                                        (gru-h)
 
-   The LSTM layer's backward pass is written by hand (:class:`_LSTMThroughTime`), the same BPTT as
-   the numpy RNN's: its line ``dc_next = dc * f[t]`` is the "constant error carousel", the reason
-   an LSTM's gradient can survive many steps. The RNN and GRU layers leave the backward pass to
-   autograd.
+   :func:`lstm_forward` is the LSTM over a sequence read top to bottom in one place, the
+   equations above line by line. The LSTM layer runs it with autograd (``hand_backward=False``),
+   or by default the same arithmetic with its backward pass written by hand
+   (:class:`_LSTMThroughTime`), the same BPTT as the numpy RNN's: its line
+   ``dc_next = dc * f[t]`` is the "constant error carousel", the reason an LSTM's gradient can
+   survive many steps. The RNN and GRU layers leave the backward pass to autograd.
 
 3. **Gradients through time** (:func:`hidden_state_jacobian_norms`, :func:`cell_state_jacobian`,
    :func:`forget_gate_product`): the norms of ``dh_T/dh_k`` that shrink or grow geometrically in a
@@ -429,7 +431,7 @@ def gru_cell_textbook(
 class _LSTMThroughTime(torch.autograd.Function):
     """The LSTM over a whole sequence, with backpropagation through time written by hand.
 
-    Forward: the loop of :func:`_lstm_recurrence`, keeping every ``h_t`` and ``c_t``. Backward:
+    Forward: the loop of :func:`lstm_forward`, keeping every ``h_t`` and ``c_t``. Backward:
     recompute the gates of all steps at once (every ``h_{t-1}`` is known by then), walk back from
     t = T to 1 carrying ``dL/dh`` and ``dL/dc``, and get the weight gradients as single matmuls
     over all steps, as in eq. (bptt-grads): ``dL/dW_hh = sum_t delta_t h_{t-1}^T``. Autograd does
@@ -590,6 +592,42 @@ class RNN(_RecurrentLayer):
         return (_rnn_recurrence(wx_t, h_prev, self.weight_hh_l0, self.bias_hh_l0),)
 
 
+def lstm_forward(
+    x: Tensor,
+    h_0: Tensor,
+    c_0: Tensor,
+    weight_ih: Tensor,
+    weight_hh: Tensor,
+    bias_ih: Tensor,
+    bias_hh: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The LSTM over a whole sequence, read top to bottom: eqs. (lstm-gates), (lstm-c), (lstm-h).
+
+    ``x`` (T, B, D), ``h_0`` and ``c_0`` (B, H), ``weight_ih`` (4H, D), ``weight_hh`` (4H, H),
+    biases (4H,), rows in torch's gate order i, f, g, o. Returns ``output`` (T, B, H), the states
+    ``h_1 .. h_T``, and the last ``h_T`` and ``c_T`` (B, H). Autograd does the backward pass.
+    :class:`LSTM` runs this loop (``hand_backward=False``) or the same arithmetic with the
+    backward pass written by hand (:class:`_LSTMThroughTime`); the tests check both against
+    ``torch.nn.LSTM``.
+    """
+    T, B, D = x.shape
+    # the input part of every gate at every step, W_ih x_t + b_ih: one matmul for all T*B rows
+    wx = F.linear(x.reshape(T * B, D), weight_ih, bias_ih).reshape(T, B, -1)  # (T, B, 4H)
+    h_t, c_t = h_0, c_0  # (B, H) each
+    outputs = []
+    for wx_t in wx.unbind(0):  # wx_t (B, 4H); unbind: one autograd node for all steps
+        a_t = wx_t + F.linear(h_t, weight_hh, bias_hh)  # (B, 4H): the gates' pre-activations
+        a_i, a_f, a_g, a_o = a_t.chunk(4, dim=1)  # (B, H) each
+        i_t = torch.sigmoid(a_i)  # input gate                                      (lstm-gates)
+        f_t = torch.sigmoid(a_f)  # forget gate
+        g_t = torch.tanh(a_g)  # candidate cell
+        o_t = torch.sigmoid(a_o)  # output gate
+        c_t = f_t * c_t + i_t * g_t  # (lstm-c), (B, H)
+        h_t = o_t * torch.tanh(c_t)  # (lstm-h), (B, H)
+        outputs.append(h_t)
+    return torch.stack(outputs), h_t, c_t  # (T, B, H), (B, H), (B, H)
+
+
 class LSTM(_RecurrentLayer):
     """LSTM, eqs. (lstm-gates), (lstm-c), (lstm-h); a drop-in for single-layer ``torch.nn.LSTM``.
 
@@ -599,8 +637,8 @@ class LSTM(_RecurrentLayer):
     gate order i, f, g, o.
 
     The backward pass is written by hand (:class:`_LSTMThroughTime`, first derivatives only);
-    ``hand_backward=False`` leaves it to autograd instead: the same numbers, slower, and
-    differentiable twice.
+    ``hand_backward=False`` runs :func:`lstm_forward`, the same loop read top to bottom, and
+    leaves the backward pass to autograd: the same numbers, slower, and differentiable twice.
     """
 
     n_gates = 4
@@ -609,18 +647,23 @@ class LSTM(_RecurrentLayer):
         self.hand_backward = hand_backward
         super().__init__(input_size, hidden_size)
 
-    def _step(self, wx_t, state):
+    def forward(self, x: Tensor, hx=None):
+        """``x`` (T, B, D) and an optional ``(h_0, c_0)`` -> ``(output, (h_n, c_n))``.
+
+        ``output`` (T, B, H) holds ``h_1 .. h_T``; the states are (1, B, H) as in torch, and a
+        missing initial state is zeros."""
+        self._check_input(x)
+        h_0, c_0 = self._initial_state(hx, x)  # (B, H) each
+        weights = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
+        if self.hand_backward:  # the same loop, with the backward pass written by hand
+            output, h_n, c_n = _LSTMThroughTime.apply(x, h_0, c_0, *weights)
+        else:
+            output, h_n, c_n = lstm_forward(x, h_0, c_0, *weights)
+        return output, (h_n.unsqueeze(0), c_n.unsqueeze(0))  # (T, B, H), (1, B, H) each
+
+    def _step(self, wx_t, state):  # one step for nlpcourse.rnn's gradient measurements
         h_prev, c_prev = state
         return _lstm_recurrence(wx_t, h_prev, c_prev, self.weight_hh_l0, self.bias_hh_l0)
-
-    def _recur(self, x, state):
-        if not self.hand_backward:
-            return super()._recur(x, state)
-        h_0, c_0 = state
-        output, h_n, c_n = _LSTMThroughTime.apply(
-            x, h_0, c_0, self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0
-        )
-        return output, (h_n, c_n)
 
     def _initial_state(self, hx, x):
         if hx is None:
@@ -630,10 +673,6 @@ class LSTM(_RecurrentLayer):
             raise ValueError("the LSTM's initial state must be a pair (h_0, c_0), each (1, B, H)")
         B = x.shape[1]
         return (self._check_state(hx[0], B, "h_0"), self._check_state(hx[1], B, "c_0"))
-
-    def _final_state(self, state):
-        h_n, c_n = state
-        return (h_n.unsqueeze(0), c_n.unsqueeze(0))  # (1, B, H) each
 
 
 class GRU(_RecurrentLayer):

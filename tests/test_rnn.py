@@ -140,6 +140,38 @@ def test_hand_written_lstm_backward_refuses_second_derivatives():
         g.sum().backward()
 
 
+def test_readable_lstm_forward_equals_torch_and_the_hand_written_path():
+    """lstm_forward, the loop read top to bottom, against torch.nn.LSTM with copied weights and
+    against the layer's fast path (hand-written backward): outputs, final states, gradients."""
+    torch.manual_seed(0)
+    T, B, D, H = 6, 3, 4, 5
+    ref = torch.nn.LSTM(D, H).double()
+    fast = rnn.LSTM(D, H).double()
+    fast.load_state_dict(ref.state_dict())
+    x = torch.randn(T, B, D, dtype=torch.float64, requires_grad=True)
+    h_0, c_0 = torch.randn(2, B, H, dtype=torch.float64)
+    weights = [p.detach().clone().requires_grad_() for p in ref.parameters()]  # ih, hh, b_ih, b_hh
+    output, h_n, c_n = rnn.lstm_forward(x, h_0, c_0, *weights)
+    expected, (h_ref, c_ref) = ref(x, (h_0[None], c_0[None]))
+    got_fast, (h_fast, c_fast) = fast(x, (h_0[None], c_0[None]))
+    for theirs in (expected, got_fast):
+        torch.testing.assert_close(output, theirs)
+    for ours, theirs in ((h_n, h_ref[0]), (c_n, c_ref[0]), (h_n, h_fast[0]), (c_n, c_fast[0])):
+        torch.testing.assert_close(ours, theirs)
+    loss_weights = torch.randn(T, B, H, dtype=torch.float64)
+    loss = (output * loss_weights).sum() + c_n.sum()
+    grads = torch.autograd.grad(loss, [x, *weights], retain_graph=True)
+    for layer, out, c_last in ((ref, expected, c_ref), (fast, got_fast, c_fast)):
+        theirs = torch.autograd.grad(
+            (out * loss_weights).sum() + c_last.sum(), [x, *layer.parameters()]
+        )
+        for g, g_theirs in zip(grads, theirs, strict=True):
+            torch.testing.assert_close(g, g_theirs)
+    # autograd through the readable loop can differentiate twice, the hand-written one cannot
+    (g_x,) = torch.autograd.grad(output.sum(), x, create_graph=True)
+    g_x.sum().backward()
+
+
 # ------------------------------------------------------------------------- GRU: torch vs textbook
 
 
