@@ -1,4 +1,4 @@
-"""Fit and scoring throughput of nlpcourse.ngram.NGramLM against nltk.lm, on the same data.
+"""Fit and scoring throughput of nlpcourse.ngram.NGramLM against nltk.lm and KenLM.
 
     .venv/bin/python benchmarks/ngram.py [--order 3] [--nltk-ngrams 300]
 
@@ -7,6 +7,11 @@ calls unk_cutoff=4) and score trigrams of the test split: NGramLM all of them in
 nltk.lm the first ``--nltk-ngrams`` (one ``score`` call per n-gram, as its API works), because at
 its speed the whole test split would take hours. Throughput is n-grams per second; the ratios
 are NGramLM over nltk.lm, measured in this one run.
+
+Then KenLM (its Python module, `pip install -r requirements-test.txt`) and nlpcourse read the same
+ARPA file written by NGramLM.to_arpa: load time, scoring throughput over the whole test split
+(KenLM one sentence per call, as its API works; ours in one call) and resident memory of the
+loaded model, for orders 3 and 5.
 """
 
 from __future__ import annotations
@@ -85,5 +90,96 @@ def main() -> None:
         print(f"  (NGramLM test perplexity {ppl:.1f})")
 
 
+# ---------------------------------------------------------------------- KenLM, on the same file
+
+RSS_CHILD = """
+import resource, sys, time
+def rss():  # resident set size now, in MB
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
+before = rss()
+if sys.argv[1] == "kenlm":
+    import kenlm
+    before = rss()
+    model = kenlm.Model(sys.argv[2])
+else:
+    from nlpcourse.arpa import read_arpa
+    before = rss()
+    model = read_arpa(sys.argv[2])
+print(rss() - before)
+"""
+
+
+def loaded_rss(which: str, path: str) -> float:
+    """Resident memory (MB) that loading ``path`` adds, in a fresh process."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, which, path], capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.split()[-1])
+
+
+def score_sentences(score, sentences: list[str]) -> list:
+    """One KenLM call per sentence (with <s> and </s>), as its Python API works."""
+    return [
+        list(score(s, bos=True, eos=True)) if score.__name__ == "full_scores" else score(s)
+        for s in sentences
+    ]
+
+
+def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 5)) -> None:
+    """Load time, scoring throughput and memory of KenLM and of nlpcourse on the same ARPA file.
+
+    Order 5 uses min_count=20 (|V| = 3,988), since NGramLM keys 5-grams in 64-bit integers."""
+    import tempfile
+
+    import kenlm
+
+    from nlpcourse.arpa import read_arpa
+
+    sentences = [" ".join(s) for s in test]
+    tokens = sum(len(s) + 1 for s in test)
+    print(
+        f"\nKenLM {kenlm.__version__ if hasattr(kenlm, '__version__') else ''} on the same files:"
+        f" the whole Brown test split, {tokens:,} predicted tokens (words and </s>)"
+    )
+    print(f"{'':30s} {'load (s)':>9s} {'words/s':>12s} {'RSS (MB)':>9s}")
+    for n in orders:
+        min_count = BENGIO_MIN_COUNT if n < 5 else 20
+        lm = NGramLM(n, "kneser-ney").fit(train, min_count=min_count)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"{tmp}/brown{n}.arpa"
+            _, write = timed(lm.to_arpa, path)
+            ken, load_ken = timed(kenlm.Model, path)
+            ours, load_ours = timed(read_arpa, path)
+            _, t_score = timed(score_sentences, ken.score, sentences)
+            _, t_full = timed(score_sentences, ken.full_scores, sentences)
+            logs, t_ours = timed(ours.log10_probs, test)
+            _, t_model = timed(lm.token_probs, test)
+            rss_ken, rss_ours = loaded_rss("kenlm", path), loaded_rss("ours", path)
+        print(
+            f"order {n} (|V| = {len(lm.vocab):,}, written in {write:.1f} s, "
+            f"test perplexity {10 ** -logs.mean():.1f})"
+        )
+        rows = [
+            ("  KenLM score(), per sentence", load_ken, tokens / t_score, rss_ken),
+            ("  KenLM full_scores(), per sent.", None, tokens / t_full, None),
+            ("  ArpaLM.log10_probs, one call", load_ours, tokens / t_ours, rss_ours),
+            ("  NGramLM.token_probs, one call", None, tokens / t_model, None),
+        ]
+        for name, load, speed, rss in rows:
+            load_s = f"{load:9.2f}" if load is not None else f"{'':9s}"
+            rss_s = f"{rss:9.0f}" if rss is not None else ""
+            print(f"{name:30s} {load_s} {speed:12,.0f} {rss_s}")
+        print(
+            f"  ratios, ours over KenLM score(): ArpaLM {t_score / t_ours:.2f}x, "
+            f"NGramLM {t_score / t_model:.2f}x; load {load_ours / load_ken:.1f}x KenLM's time; "
+            f"memory {rss_ours / rss_ken:.1f}x KenLM's"
+        )
+
+
 if __name__ == "__main__":
     main()
+    train, _, test = brown_split()
+    race_kenlm(train, test)
