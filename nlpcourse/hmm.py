@@ -47,8 +47,9 @@ Deliberate departures from the book's presentation:
   underflow; sums of probabilities become ``logsumexp``.
 * The pure functions (:func:`viterbi`, :func:`forward`, ...) have no end state, as in SLP3's
   Viterbi; only :class:`HMM` adds ``P(</s> | q_T)``, by adding it to the last emission column.
-* :func:`viterbi_loop` is the book's triple loop, kept as the lesson; :func:`viterbi` is the same
-  recursion vectorised over tags, and :func:`viterbi_batch` vectorised over sentences as well,
+* :func:`viterbi_loop` is the book's triple loop, kept as the lesson; :func:`viterbi_table` is the
+  same recursion vectorised over tags (the trellis ``delta``, ``backptr``), :func:`viterbi` follows
+  its back pointers, and :func:`viterbi_batch` vectorised over sentences as well,
   which is what makes :meth:`HMM.tag_sents` fast with few tags; with many tags it uses
   :func:`viterbi_pruned`, which skips the tags a word cannot have. The tests check the four
   against each other and against brute-force enumeration.
@@ -168,34 +169,53 @@ def viterbi_loop(
 
 
 @reference
-def viterbi(
+def viterbi_table(
     log_start: ArrayLike, log_trans: ArrayLike, log_emit: ArrayLike
-) -> tuple[np.ndarray, float]:
-    """The most probable tag sequence and its joint log probability, eq. (hmm-viterbi).
+) -> tuple[np.ndarray, np.ndarray]:
+    """The Viterbi trellis: ``delta`` and ``backptr``, both ``(T, N)``, eqs. (hmm-viterbi) and
+    (hmm-backptr), as :func:`forward_table` gives ``alpha``.
 
         delta_1(j) = log pi_j + log b_j(o_1)
         delta_t(j) = max_i [delta_{t-1}(i) + log a_ij] + log b_j(o_t)
         backptr_t(j) = argmax_i [delta_{t-1}(i) + log a_ij]
 
-    The loop over ``i`` and ``j`` of :func:`viterbi_loop` becomes one ``(N, N)`` array per time step
-    (the loop over ``t`` stays: each step needs the one before). Returns ``path``, an int array of
-    shape ``(T,)``, and ``log P(words, path)``. If every tag sequence has probability 0, the log
-    probability is ``-inf`` and the path is whatever ``argmax`` picks among equal ``-inf`` scores.
-    Raises ``ValueError`` for tables of disagreeing shapes, NaN, +inf, or an empty sentence.
+    ``delta[t, j]`` is the log probability of the best tag sequence for words ``0..t`` that ends
+    in tag ``j``, and ``backptr[t, j]`` the tag before ``j`` on it (row 0 is unused and 0). The
+    loop over ``i`` and ``j`` of :func:`viterbi_loop` becomes one ``(N, N)`` array per time step
+    (the loop over ``t`` stays: each step needs the one before); ties go to the smallest ``i``.
     """
     log_start, log_trans, log_emit = _check_tables(log_start, log_trans, log_emit)
     T, N = log_emit.shape
-    delta = log_start + log_emit[0]  # (N,)
+    delta = np.empty((T, N))  # (T, N)
     backptr = np.zeros((T, N), dtype=np.intp)  # (T, N); row 0 unused
+    delta[0] = log_start + log_emit[0]
     for t in range(1, T):
-        scores = delta[:, None] + log_trans  # (N, N): [i, j] = delta_{t-1}(i) + log a_ij
-        backptr[t] = np.argmax(scores, axis=0)  # (N,)
-        delta = scores[backptr[t], np.arange(N)] + log_emit[t]  # (N,)
+        scores = delta[t - 1][:, None] + log_trans  # (N, N): [i, j] = delta_{t-1}(i) + log a_ij
+        backptr[t] = np.argmax(scores, axis=0)  # (N,)  (hmm-backptr)
+        delta[t] = scores[backptr[t], np.arange(N)] + log_emit[t]  # (N,)  (hmm-viterbi)
+    return delta, backptr
+
+
+@reference
+def viterbi(
+    log_start: ArrayLike, log_trans: ArrayLike, log_emit: ArrayLike
+) -> tuple[np.ndarray, float]:
+    """The most probable tag sequence and its joint log probability, eq. (hmm-viterbi).
+
+    Fills the trellis with :func:`viterbi_table`, then follows the back pointers from the best
+    last tag: ``q_T = argmax_j delta_T(j)``, ``q_{t-1} = backptr_t(q_t)``. Returns ``path``, an
+    int array of shape ``(T,)``, and ``log P(words, path)``. If every tag sequence has probability
+    0, the log probability is ``-inf`` and the path is whatever ``argmax`` picks among equal
+    ``-inf`` scores. Raises ``ValueError`` for tables of disagreeing shapes, NaN, +inf, or an
+    empty sentence.
+    """
+    delta, backptr = viterbi_table(log_start, log_trans, log_emit)  # (T, N) each
+    T = len(delta)
     path = np.zeros(T, dtype=np.intp)  # (T,)
-    path[T - 1] = np.argmax(delta)
+    path[T - 1] = np.argmax(delta[T - 1])
     for t in range(T - 1, 0, -1):
         path[t - 1] = backptr[t, path[t]]
-    return path, float(delta[path[T - 1]])
+    return path, float(delta[T - 1, path[T - 1]])
 
 
 @reference

@@ -32,6 +32,7 @@ from nlpcourse.hmm import (
     viterbi_batch,
     viterbi_loop,
     viterbi_pruned,
+    viterbi_table,
     word_class,
 )
 from nlpcourse.lm import NotFittedError
@@ -113,6 +114,29 @@ def test_dynamic_programs_match_brute_force(N, T, p_zero, seed):
         assert post.shape == (T, N)
         np.testing.assert_allclose(post, posterior, atol=1e-12)
         np.testing.assert_allclose(post.sum(axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("N,T,p_zero,seed", CASES)
+def test_viterbi_table_matches_brute_force(N, T, p_zero, seed):
+    """delta[t, j] is the best score of the words 0..t over the tag sequences ending in j, and
+    backptr[t, j] a tag before j that reaches it."""
+    rng = np.random.default_rng(1000 * N + 100 * T + seed + int(10 * p_zero))
+    log_start, log_trans, log_emit = random_hmm(rng, N, T, p_zero)
+    delta, backptr = viterbi_table(log_start, log_trans, log_emit)
+    assert delta.shape == backptr.shape == (T, N) and backptr.dtype.kind == "i"
+    for t in range(T):
+        for j in range(N):
+            prefixes = itertools.product(range(N), repeat=t)
+            best = max(
+                path_score(log_start, log_trans, log_emit[: t + 1], (*p, j)) for p in prefixes
+            )
+            assert delta[t, j] == pytest.approx(best, abs=1e-12)
+            if t > 0 and best > NEG_INF:
+                i = backptr[t, j]
+                via_i = delta[t - 1, i] + log_trans[i, j] + log_emit[t, j]
+                assert via_i == pytest.approx(best, abs=1e-12)
+    path, logprob = viterbi(log_start, log_trans, log_emit)
+    assert logprob == delta[-1].max()
 
 
 def test_trellises_agree_with_each_other():
@@ -362,6 +386,23 @@ def test_worked_example_viterbi_i_go_to_school():
     assert math.exp(logprob) == pytest.approx(by_hand, rel=1e-12)
     assert viterbi_loop(*tables)[0] == path.tolist()
     assert brute_force(*tables)[0] == pytest.approx(logprob)
+    # the trellis itself, cell by cell as worked out above
+    delta, backptr = viterbi_table(*tables)
+    VB, TO, NN, PPSS = range(4)
+    by_hand_cells = {
+        (0, PPSS): (0.2479, None),
+        (1, VB): (0.0057017, PPSS),
+        (1, NN): (0.0252858, PPSS),
+        (2, TO): (0.00400527, NN),
+        (3, VB): (0.0026595, TO),
+        (3, NN): (0.0012801, TO),
+    }
+    for (t, j), (p, previous) in by_hand_cells.items():
+        assert math.exp(delta[t, j]) == pytest.approx(p, abs=5e-8)
+        if previous is not None:
+            assert backptr[t, j] == previous
+    impossible = [(t, j) for t in range(4) for j in range(4) if (t, j) not in by_hand_cells]
+    assert all(delta[t, j] == NEG_INF for t, j in impossible)
 
 
 # ------------------------------------------------------------------------------- the tagger
