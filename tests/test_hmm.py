@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from nlpcourse.data import UNIVERSAL_TAGS, brown_split, universal_tag
+from nlpcourse.examples import SCHOOL_TAGS, girl_sleep, i_go_to_school
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
 from nlpcourse.hmm import (
     HMM,
@@ -331,12 +332,11 @@ def test_long_sequence_does_not_underflow():
 
 def test_worked_example_emissions():
     """girl: 8 times a noun, 4 times a verb; sleep: 2 times a noun, 6 times a verb."""
-    corpus = (
-        [[("girl", "NOUN")]] * 8
-        + [[("girl", "VERB")]] * 4
-        + [[("sleep", "NOUN")]] * 2
-        + [[("sleep", "VERB")]] * 6
-    )
+    corpus = girl_sleep()
+    assert sorted(map(tuple, corpus)) == sorted(
+        [(("girl", "NOUN"),)] * 8 + [(("girl", "VERB"),)] * 4
+        + [(("sleep", "NOUN"),)] * 2 + [(("sleep", "VERB"),)] * 6
+    )  # fmt: skip
     mle = mle_emissions(corpus)
     assert mle["NOUN"]["girl"] == pytest.approx(8 / 10)  # = 0.8
     assert mle["NOUN"]["sleep"] == pytest.approx(2 / 10)  # = 0.2
@@ -364,20 +364,8 @@ def test_worked_example_viterbi_i_go_to_school():
               delta_4(NN) = .00400527 * .47 * .68 = .0012801.
     Best: PPSS NN TO VB, probability .67 * .37 * .12 * .85 * .16 * .99 * .83 * .8.
     """
-    tags = ["VB", "TO", "NN", "PPSS"]
-    start = [0.19, 0.43, 0.41, 0.67]  # P(column | <s>), as the chapter gives it
-    trans = [
-        [0.38, 0.35, 0.47, 0.70],  # from VB
-        [0.83, 0.00, 0.47, 0.00],  # from TO
-        [0.40, 0.16, 0.87, 0.45],  # from NN
-        [0.23, 0.79, 0.12, 0.14],  # from PPSS
-    ]
-    emit = [
-        [0.00, 0.00, 0.00, 0.37],  # I
-        [0.10, 0.00, 0.85, 0.00],  # go
-        [0.00, 0.99, 0.00, 0.00],  # to
-        [0.80, 0.00, 0.68, 0.00],  # school
-    ]
+    tags = list(SCHOOL_TAGS)
+    start, trans, emit = i_go_to_school()  # the exam's tables, as the chapter gives them
     tables = log(start), log(trans), log(emit)
     path, logprob = viterbi(*tables)
     assert [tags[j] for j in path] == ["PPSS", "NN", "TO", "VB"]

@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from nlpcourse.examples import i_am_nlp
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
 from nlpcourse.lm import NotFittedError
 from nlpcourse.ngram import (
@@ -31,7 +32,7 @@ from nlpcourse.ngram import (
     perplexity,
 )
 
-TOY = [s.split() for s in ["I am NLP", "NLP I am", "I do not like Exams and Marks"]]
+TOY = i_am_nlp()  # "I am NLP", "NLP I am", "I do not like Exams and Marks"
 
 
 def random_corpus(seed: int, n_sentences: int = 30, n_types: int = 8) -> list[list[str]]:
