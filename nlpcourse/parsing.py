@@ -1056,21 +1056,37 @@ class PCFG(CFG):
         """
         grammar: PCFG = self
         history: list[float] = []
+        sents = [_pcfg_words(self, words) for words in sentences]
         for it in range(iters + 1):
-            total_counts: dict[Rule, float] = defaultdict(float)
+            tab = grammar._arrays()
+            cnf_counts = np.zeros(len(tab.cnf.cnf_rules))
             loglik = 0.0
-            for words in sentences:
-                tables = inside_outside_tables(grammar, words)
-                if tables.logZ == -math.inf:
-                    raise ValueError(f"the sentence {' '.join(words)!r} has no tree")
-                loglik += tables.logZ
-                for r, c in tables.expected_counts().items():
-                    total_counts[r] += c
+            for group in _by_length(sents):
+                batch = [sents[k] for k in group]
+                beta = _inside_batch(tab, batch)  # (B, n+1, n+1, N)
+                logZ = beta[:, 0, -1, 0]  # (B,)
+                if not np.isfinite(logZ).all():
+                    bad = batch[int(np.argmin(np.isfinite(logZ)))]
+                    raise ValueError(f"the sentence {' '.join(bad)!r} has no tree")
+                loglik += float(logZ.sum())
+                alpha = _outside_batch(tab, beta)
+                cnf_counts += _cnf_counts_batch(tab, batch, beta, alpha, logZ)
             history.append(loglik)
             if it == iters or (it > 0 and history[-1] - history[-2] < tol):
                 break
-            grammar = grammar._reestimate(total_counts)
+            grammar = grammar._reestimate(_credit(grammar, tab, cnf_counts))
         return grammar, history
+
+    def log_likelihoods(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """``log P(sentence)`` of each sentence (the inside algorithm, sentences of one length
+        computed together)."""
+        sents = [_pcfg_words(self, words) for words in sentences]
+        out = np.empty(len(sents))
+        tab = self._arrays()
+        for group in _by_length(sents):
+            beta = _inside_batch(tab, [sents[k] for k in group])
+            out[group] = beta[:, 0, -1, 0]
+        return out
 
     def _reestimate(self, counts: dict[Rule, float]) -> PCFG:
         total: dict[str, float] = defaultdict(float)
@@ -1184,14 +1200,8 @@ def _with_pad(scores: np.ndarray) -> np.ndarray:
 @reference
 def inside(grammar: PCFG, words: Sequence[str]) -> float:
     """log P(words) summed over every tree, the inside algorithm, eq. (parse-inside)."""
-    return _inside_chart(grammar, words)[0][0, -1, 0]
-
-
-def _inside_chart(grammar: PCFG, words: Sequence[str]) -> tuple[np.ndarray, _Tables]:
-    """The inside table ``beta``, ``(n+1, n+1, N)``: ``beta[i, j, A] = log P(A =>* w_{i+1..j})``."""
     words = _pcfg_words(grammar, words)
-    tab = grammar._arrays()
-    return _inside_from_tables(tab, words), tab
+    return float(_inside_batch(grammar._arrays(), [words])[0, 0, -1, 0])
 
 
 def _scaled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -1205,6 +1215,12 @@ def _scaled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return np.exp(rel), scale, lowest
 
 
+def _contiguous(x: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy if needed: matrix products of transposed views can be 100x slower."""
+    return np.ascontiguousarray(x)
+
+
+TINY = 1e-60  # expected-count factors smaller than this are dropped (4 of them: > 1e-240)
 SAFE_EXPONENT = -700.0  # exp(-700) ~ 1e-304 is still a normal float64; exp(-746) is 0
 
 
@@ -1214,48 +1230,50 @@ def _log(x: np.ndarray) -> np.ndarray:
 
 
 def _inside_span_fast(tab: _Tables, left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
-    """The inside scores of the spans of one length from their children's, ``(n_i, N)``, by two
-    matrix products in scaled probability space; ``None`` when some product of terms could fall
-    below ``exp(SAFE_EXPONENT)`` relative to its span's largest (then the caller uses logs).
+    """The inside scores of the spans of one length from their children's, ``(B, n_i, N)``, by
+    two matrix products in scaled probability space; ``None`` when some product of terms could
+    fall below ``exp(SAFE_EXPONENT)`` relative to its span's largest (then the caller uses logs).
 
-    ``left`` and ``right`` are ``(n_i, m, N)``: ``beta(i, k)`` and ``beta(k, j)`` for each split.
-    With ``left = log(vL) + sL`` and ``right = log(vR) + sR`` (scales per span and split),
-    ``sum_k sum_{B, C} P(A -> B C) beta_B(i, k) beta_C(k, j)`` is
+    ``left`` and ``right`` are ``(B, n_i, m, N)``: ``beta(i, k)`` and ``beta(k, j)`` for each
+    sentence, span and split. With ``left = log(vL) + sL`` and ``right = log(vR) + sR`` (scales
+    per span and split), ``sum_k sum_{B, C} P(A -> B C) beta_B(i, k) beta_C(k, j)`` is
     ``exp(s_max) sum_{B, C} W[A, B, C] T[B, C]`` with ``T = sum_k w_k vL_k vR_k^T``,
     ``w_k = exp(sL_k + sR_k - s_max)``.
     """
-    vL, sL, low_l = _scaled(left)  # (n_i, m, N), (n_i, m, 1)
+    vL, sL, low_l = _scaled(left)  # (B, n_i, m, N), (B, n_i, m, 1)
     vR, sR, low_r = _scaled(right)
-    s = (sL + sR)[..., 0]  # (n_i, m)
+    s = (sL + sR)[..., 0]  # (B, n_i, m)
     s = np.where(np.isfinite(left).any(-1) & np.isfinite(right).any(-1), s, -np.inf)
-    w, s_max, low_w = _scaled(s)  # (n_i, m), (n_i, 1)
+    w, s_max, low_w = _scaled(s)  # (B, n_i, m), (B, n_i, 1)
     if low_l + low_r + low_w + tab.log_w_min < SAFE_EXPONENT:
         return None
-    T = np.matmul((vL * w[..., None]).transpose(0, 2, 1), vR)  # (n_i, N, N): [B, C]
-    u = T.reshape(len(T), -1) @ tab.W_in  # (n_i, N)
+    T = np.matmul(_contiguous((vL * w[..., None]).swapaxes(-1, -2)), vR)  # (B, n_i, N, N)
+    u = T.reshape(T.shape[:-2] + (-1,)) @ tab.W_in  # (B, n_i, N)
     return _log(u) + s_max
 
 
-def _inside_from_tables(tab: _Tables, words: list[str]) -> np.ndarray:
-    """The inside recursion, eq. (parse-inside), on the grammar's arrays.
+def _inside_batch(tab: _Tables, sentences: Sequence[list[str]]) -> np.ndarray:
+    """The inside tables of sentences of one length ``n``, ``(B, n+1, n+1, N)``, eq.
+    (parse-inside): ``beta[b, i, j, A] = log P(A =>* w_{i+1..j})`` of sentence ``b``.
 
     For each span length, the fast path (:func:`_inside_span_fast`) when it is exact, else the
     recursion in logs: a logsumexp over the split points, then over the rules of each
     nonterminal."""
-    n, N = len(words), len(tab.symbols)
-    beta = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
-    beta[np.arange(n), np.arange(1, n + 1)] = tab.word_scores(words, "sum")
+    Bn, n, N = len(sentences), len(sentences[0]), len(tab.symbols)
+    beta = np.full((Bn, n + 1, n + 1, N), -np.inf)  # (B, n+1, n+1, N)
+    for b, words in enumerate(sentences):
+        beta[b, np.arange(n), np.arange(1, n + 1)] = tab.word_scores(words, "sum")
     for length in range(2, n + 1):
         I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
         M = np.arange(1, length)[None, :]  # (1, m) split offsets
-        fast = _inside_span_fast(tab, beta[I, I + M], beta[I + M, I + length])
-        if fast is not None:
-            beta[I[:, 0], I[:, 0] + length] = fast
-            continue
-        scores, I, _ = _span_scores(beta, tab, length, n)  # (n_i, m, R)
-        per_rule = _logsumexp(scores, axis=1)  # (n_i, R): summed over the split k
-        grouped = _with_pad(per_rule)[:, tab.by_lhs]  # (n_i, N, R_max)
-        beta[I[:, 0], I[:, 0] + length] = _logsumexp(grouped, axis=2)  # (n_i, N)
+        left, right = beta[:, I, I + M], beta[:, I + M, I + length]  # (B, n_i, m, N) each
+        fast = _inside_span_fast(tab, left, right)
+        if fast is None:
+            scores = left[..., tab.B] + right[..., tab.C] + tab.logp  # (B, n_i, m, R)
+            per_rule = _logsumexp(scores, axis=-2)  # (B, n_i, R): summed over the split k
+            grouped = _with_pad(per_rule)[..., tab.by_lhs]  # (B, n_i, N, R_max)
+            fast = _logsumexp(grouped, axis=-1)  # (B, n_i, N)
+        beta[:, I[:, 0], I[:, 0] + length] = fast
     return beta
 
 
@@ -1324,44 +1342,74 @@ class InsideOutside:
     logZ: float
 
     def expected_counts(self) -> dict[Rule, float]:
-        """E[c(rule) | words] for the original grammar's rules, eq. (parse-count).
-
-        Computed for the CNF rules, then credited to the original rules each stands for."""
-        tab, n = self.tables, len(self.words)
-        cnf_counts = np.zeros(len(tab.cnf.cnf_rules))
+        """E[c(rule) | words] for the original grammar's rules, eq. (parse-count)."""
         if self.logZ == -math.inf:
             return {}
-        beta, alpha = self.inside, self.outside
-        for i, w in enumerate(self.words):
+        cnf_counts = _cnf_counts_batch(
+            self.tables,
+            [self.words],
+            self.inside[None],
+            self.outside[None],
+            np.array([self.logZ]),
+        )
+        return _credit(self.grammar, self.tables, cnf_counts)
+
+
+def _credit(grammar: PCFG, tab: _Tables, cnf_counts: np.ndarray) -> dict[Rule, float]:
+    """Expected counts of the CNF rules credited to the original rules each stands for."""
+    out: dict[Rule, float] = defaultdict(float)
+    for rule, c in zip(tab.cnf.cnf_rules, cnf_counts, strict=True):
+        for r in rule.origin:
+            out[r] += c
+    return {r: out.get(r, 0.0) for r in grammar.rules}
+
+
+def _cnf_counts_batch(
+    tab: _Tables,
+    sentences: Sequence[list[str]],
+    beta: np.ndarray,
+    alpha: np.ndarray,
+    logZ: np.ndarray,
+) -> np.ndarray:
+    """E[c(rule)] of every CNF rule, summed over sentences of one length, eq. (parse-count).
+
+    ``beta`` and ``alpha`` are ``(B, n+1, n+1, N)``, ``logZ`` ``(B,)``, all finite. For a binary
+    rule ``A -> B C``, the sum over splits of ``beta_B beta_C`` is one matrix product for every
+    ``(B, C)`` at once; it is weighted by ``alpha_A / P(w)``, summed over spans and multiplied by
+    ``P(A -> B C)``. Each term is a posterior probability, at most 1; a term too small to
+    represent would add less than 1e-200 to a count.
+    """
+    n = beta.shape[1] - 1
+    cnf_counts = np.zeros(len(tab.cnf.cnf_rules))
+    for b, words in enumerate(sentences):
+        for i, w in enumerate(words):
             for k, a, lp in tab.lexical[w]:
-                cnf_counts[k] += math.exp(alpha[i, i + 1, a] + lp - self.logZ)
-        N = len(tab.symbols)
-        dense = np.zeros((N, N * N))  # [A, (B, C)]: sum over spans of alpha_A beta_B beta_C / Z
-        for length in range(2, n + 1):
-            I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
-            M = np.arange(1, length)[None, :]  # (1, m) split offsets
-            vL, sL, _ = _scaled(beta[I, I + M])  # (n_i, m, N), (n_i, m, 1)
-            vR, sR, _ = _scaled(beta[I + M, I + length])
-            s = np.where(
-                np.isfinite(beta[I, I + M]).any(-1) & np.isfinite(beta[I + M, I + length]).any(-1),
-                (sL + sR)[..., 0],
-                -np.inf,
-            )  # (n_i, m)
-            vP, sP, _ = _scaled(alpha[I[:, 0], I[:, 0] + length])  # (n_i, N), (n_i, 1)
-            # every term exp(sP + sL + sR - logZ) vP_A vL_B vR_C is a posterior, at most 1:
-            # terms too small to represent add less than 1e-300 to a count
-            with np.errstate(over="ignore"):
-                f = np.exp(s + sP - self.logZ)  # (n_i, m)
-            f = np.where(np.isfinite(alpha[I[:, 0], I[:, 0] + length]).any(-1)[:, None], f, 0.0)
-            T = np.matmul((vL * f[..., None]).transpose(0, 2, 1), vR)  # (n_i, N, N)
-            dense += vP.T @ T.reshape(len(T), N * N)  # (N, N*N)
-        dense = dense.reshape(N, N, N)
-        cnf_counts[tab.binary] += np.exp(tab.logp) * dense[tab.A, tab.B, tab.C]
-        out: dict[Rule, float] = defaultdict(float)
-        for rule, c in zip(tab.cnf.cnf_rules, cnf_counts, strict=True):
-            for r in rule.origin:
-                out[r] += c
-        return {r: out.get(r, 0.0) for r in self.grammar.rules}
+                cnf_counts[k] += math.exp(alpha[b, i, i + 1, a] + lp - logZ[b])
+    binary = np.zeros(len(tab.binary))  # (R,)
+    for length in range(2, n + 1):
+        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
+        M = np.arange(1, length)[None, :]  # (1, m) split offsets
+        left, right = beta[:, I, I + M], beta[:, I + M, I + length]  # (B, n_i, m, N) each
+        parent = alpha[:, I[:, 0], I[:, 0] + length]  # (B, n_i, N)
+        vL, sL, _ = _scaled(left)  # (B, n_i, m, N), (B, n_i, m, 1)
+        vR, sR, _ = _scaled(right)
+        vP, sP, _ = _scaled(parent)  # (B, n_i, N), (B, n_i, 1)
+        alive = (
+            np.isfinite(left).any(-1)
+            & np.isfinite(right).any(-1)
+            & np.isfinite(parent).any(-1)[..., None]
+        )  # (B, n_i, m)
+        with np.errstate(over="ignore"):
+            f = np.exp((sL + sR)[..., 0] + sP - logZ[:, None, None])  # (B, n_i, m)
+        # factors below 1e-60 add nothing a count can show; zeroing them keeps the products away
+        # from subnormal floats, which the processor handles about 100 times slower
+        f = np.where(alive & (f > TINY), f, 0.0)
+        vL, vR, vP = (np.where(v > TINY, v, 0.0) for v in (vL, vR, vP))
+        T = np.matmul(_contiguous((vL * f[..., None]).swapaxes(-1, -2)), vR)  # (B, n_i, N, N)
+        # for each rule A -> B C: sum over sentences and spans of vP_A T[B, C]
+        binary += np.einsum("bir,bir->r", vP[..., tab.A], T[..., tab.B, tab.C])  # (R,)
+    cnf_counts[tab.binary] += np.exp(tab.logp) * binary
+    return cnf_counts
 
 
 def _outside_span_fast(
@@ -1369,37 +1417,58 @@ def _outside_span_fast(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The outside terms that the parents of one span length hand to their children, by matrix
     products in scaled probability space (``None`` when a term could underflow, as in
-    :func:`_inside_span_fast`). ``parent`` is ``(n_i, N)``, ``left`` and ``right`` ``(n_i, m, N)``.
+    :func:`_inside_span_fast`). ``parent`` is ``(B, n_i, N)``, ``left`` and ``right``
+    ``(B, n_i, m, N)``.
 
     With ``Q[B, C] = sum_A alpha_A(i, j) W[A, B, C]``, the left child ``(i, k)`` gets
     ``sum_C Q[B, C] beta_C(k, j)`` and the right child ``(k, j)`` gets
     ``sum_B Q[B, C] beta_B(i, k)``."""
-    vP, sP, low_p = _scaled(parent)  # (n_i, N), (n_i, 1)
-    vL, sL, low_l = _scaled(left)  # (n_i, m, N), (n_i, m, 1)
+    vP, sP, low_p = _scaled(parent)  # (B, n_i, N), (B, n_i, 1)
+    vL, sL, low_l = _scaled(left)  # (B, n_i, m, N), (B, n_i, m, 1)
     vR, sR, low_r = _scaled(right)
     if low_p + min(low_l, low_r) + tab.log_w_min < SAFE_EXPONENT:
         return None
-    n_i, N = parent.shape
-    Q = (vP @ tab.W_out).reshape(n_i, N, N)  # (n_i, N, N): [B, C]
-    to_left = np.matmul(vR, Q.transpose(0, 2, 1))  # (n_i, m, N): over B
-    to_right = np.matmul(vL, Q)  # (n_i, m, N): over C
-    dead_p = ~np.isfinite(parent).any(-1)[:, None, None]  # (n_i, 1, 1) parent impossible
+    N = parent.shape[-1]
+    Q = (vP @ tab.W_out).reshape(parent.shape[:-1] + (N, N))  # (B, n_i, N, N): [B, C]
+    to_left = np.matmul(vR, _contiguous(Q.swapaxes(-1, -2)))  # (B, n_i, m, N): over B
+    to_right = np.matmul(vL, Q)  # (B, n_i, m, N): over C
+    dead_p = ~np.isfinite(parent).any(-1)[..., None, None]  # (B, n_i, 1, 1) parent impossible
     to_left = np.where(dead_p | ~np.isfinite(right).any(-1, keepdims=True), -np.inf, _log(to_left))
     to_right = np.where(dead_p | ~np.isfinite(left).any(-1, keepdims=True), -np.inf, _log(to_right))
-    return to_left + sP[:, None] + sR, to_right + sP[:, None] + sL
+    return to_left + sP[..., None] + sR, to_right + sP[..., None] + sL
 
 
 def _outside_span_logs(
     tab: _Tables, parent: np.ndarray, left: np.ndarray, right: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The same as :func:`_outside_span_fast`, rule by rule in logs (always exact)."""
-    P = parent[:, None, tab.A]  # (n_i, 1, R)
-    to_left = P + tab.logp + right[:, :, tab.C]  # (n_i, m, R): terms of alpha_B(i, k)
-    to_right = P + tab.logp + left[:, :, tab.B]  # (n_i, m, R): terms of alpha_C(k, j)
+    P = parent[..., None, tab.A]  # (B, n_i, 1, R)
+    to_left = P + tab.logp + right[..., tab.C]  # (B, n_i, m, R): terms of alpha_B(i, k)
+    to_right = P + tab.logp + left[..., tab.B]  # (B, n_i, m, R): terms of alpha_C(k, j)
     return (
-        _logsumexp(_with_pad(to_left)[:, :, tab.by_left], axis=3),  # (n_i, m, N)
-        _logsumexp(_with_pad(to_right)[:, :, tab.by_right], axis=3),  # (n_i, m, N)
+        _logsumexp(_with_pad(to_left)[..., tab.by_left], axis=-1),  # (B, n_i, m, N)
+        _logsumexp(_with_pad(to_right)[..., tab.by_right], axis=-1),  # (B, n_i, m, N)
     )
+
+
+def _outside_batch(tab: _Tables, beta: np.ndarray) -> np.ndarray:
+    """The outside tables ``alpha``, ``(B, n+1, n+1, N)``, from the inside tables, eq.
+    (parse-outside); see :func:`inside_outside_tables`."""
+    Bn, n, N = beta.shape[0], beta.shape[1] - 1, beta.shape[-1]
+    alpha = np.full((Bn, n + 1, n + 1, N), -np.inf)  # (B, n+1, n+1, N)
+    alpha[:, 0, n, 0] = 0.0  # the start symbol is symbol 0
+    for length in range(n, 1, -1):
+        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) parent span starts
+        M = np.arange(1, length)[None, :]  # (1, m) split offsets
+        parent = alpha[:, I[:, 0], I[:, 0] + length]  # (B, n_i, N)
+        left, right = beta[:, I, I + M], beta[:, I + M, I + length]  # (B, n_i, m, N) each
+        fast = _outside_span_fast(tab, parent, left, right)
+        if fast is None:
+            fast = _outside_span_logs(tab, parent, left, right)
+        to_left, to_right = fast  # (B, n_i, m, N) each: alpha_B(i, k) and alpha_C(k, j) terms
+        alpha[:, I, I + M] = np.logaddexp(alpha[:, I, I + M], to_left)
+        alpha[:, I + M, I + length] = np.logaddexp(alpha[:, I + M, I + length], to_right)
+    return alpha
 
 
 @reference
@@ -1412,23 +1481,22 @@ def inside_outside_tables(grammar: PCFG, words: Sequence[str]) -> InsideOutside:
     ``alpha_C(k, j) += alpha_A(i, j) P(A -> B C) beta_B(i, k)`` (sums in log space). A span's
     outside score is complete once every longer span has been visited.
     """
-    beta, tab = _inside_chart(grammar, words)
-    words = list(words)
-    n, N = len(words), len(tab.symbols)
-    alpha = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
-    alpha[0, n, 0] = 0.0  # the start symbol is symbol 0
-    for length in range(n, 1, -1):
-        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) parent span starts
-        M = np.arange(1, length)[None, :]  # (1, m) split offsets
-        parent = alpha[I[:, 0], I[:, 0] + length]  # (n_i, N)
-        left, right = beta[I, I + M], beta[I + M, I + length]  # (n_i, m, N) each
-        fast = _outside_span_fast(tab, parent, left, right)
-        if fast is None:
-            fast = _outside_span_logs(tab, parent, left, right)
-        to_left, to_right = fast  # (n_i, m, N) each: alpha_B(i, k) and alpha_C(k, j) terms
-        alpha[I, I + M] = np.logaddexp(alpha[I, I + M], to_left)
-        alpha[I + M, I + length] = np.logaddexp(alpha[I + M, I + length], to_right)
-    return InsideOutside(grammar, words, tab, beta, alpha, float(beta[0, n, 0]))
+    words = _pcfg_words(grammar, words)
+    tab = grammar._arrays()
+    beta = _inside_batch(tab, [words])  # (1, n+1, n+1, N)
+    alpha = _outside_batch(tab, beta)
+    n = len(words)
+    return InsideOutside(grammar, words, tab, beta[0], alpha[0], float(beta[0, 0, n, 0]))
+
+
+def _by_length(sentences: Sequence[Sequence[str]], chunk: int = 256) -> Iterator[list[int]]:
+    """Indices of the sentences, in groups of one length (at most ``chunk`` each)."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for k, words in enumerate(sentences):
+        groups[len(words)].append(k)
+    for _, members in sorted(groups.items()):
+        for start in range(0, len(members), chunk):
+            yield members[start : start + chunk]
 
 
 # -------------------------------------------------------------------------------------- evaluation
@@ -1520,7 +1588,7 @@ def log_tree_count(grammar: CFG, words: Sequence[str]) -> float:
     tab = _Tables(cnf)
     tab.logp = np.zeros_like(tab.logp)
     tab.lexical = {w: [(k, a, 0.0) for k, a, _ in rules] for w, rules in tab.lexical.items()}
-    return float(_inside_from_tables(tab, list(words))[0, -1, 0])
+    return float(_inside_batch(tab, [list(words)])[0, 0, -1, 0])
 
 
 # ----------------------------------------------------------------- the chapter's two grammars

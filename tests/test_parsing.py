@@ -416,6 +416,9 @@ def test_inside_outside_log_likelihood_never_decreases():
     assert all(b >= a - 1e-9 for a, b in itertools.pairwise(history))
     assert history[-1] > history[0] + 1
     assert sum(new.inside(s) for s in sentences) == pytest.approx(history[-1])
+    # the batched inside pass (sentences of one length together) equals one at a time
+    batched = new.log_likelihoods(sentences)
+    assert np.allclose(batched, [new.inside(s) for s in sentences], rtol=1e-12)
 
 
 def test_fit_equals_nltk_induce_pcfg_and_recovers_the_truth():
