@@ -384,3 +384,27 @@ def test_stderr_is_kept_as_text_and_costs_nothing():
     course.StderrIsNotAnError()(nb, {})  # as nbgrader calls it (IgnorePattern is off by default)
     assert determine_grade(cell)[0] == 2
     assert "divide by zero" in cell.outputs[0].text
+
+
+# -- the limits fit every assignment with a wide margin -----------------------------------------
+
+
+def configured_limits() -> tuple[float, float]:
+    """The per-cell and per-notebook limits that ``nbgrader_config.py`` sets."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(grading.CONFIG_DIR)).load_config()
+    return config.TimeLimitedExecute.timeout, config.TimeLimitedExecute.notebook_timeout
+
+
+@pytest.mark.parametrize(
+    "assignment", sorted(p.name for p in (grading.REPO / "solutions").iterdir() if p.is_dir())
+)
+def test_time_limits_fit_every_solution_five_times_over(assignment):
+    cell_limit, notebook_limit = configured_limits()
+    timing = grading.solution_timing(assignment)
+    # CPU time of the kernel: what a busy machine does not inflate (wall-clock times are printed
+    # by `python autograder/grading.py timing`)
+    slowest = max(cpu for _, cpu, _ in timing["cells"])
+    assert 5 * slowest <= cell_limit, f"{assignment}: a cell used {slowest:.1f} s of CPU"
+    assert 5 * timing["notebook_cpu"] <= notebook_limit
