@@ -10,7 +10,12 @@ submissions are made from the release notebook in ``exercises/`` (what students 
 * ``one-part``: only the first part filled in;
 * ``blank``: the release notebook untouched.
 
-The tests (``tests/test_exercises.py``) use the same functions to prove the exercise invariants.
+``python autograder/grading.py timing`` runs each solution notebook as the autograder would and
+prints its slowest cells (wall-clock and CPU time): the figures the time limits of
+``nbgrader_config.py`` are chosen from.
+
+The tests (``tests/test_exercises.py``, ``tests/test_nbgrader_route.py``) use the same functions to
+prove the exercise invariants and that an honest slip never stops a class or costs a right answer.
 """
 
 from __future__ import annotations
