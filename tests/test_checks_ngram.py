@@ -137,7 +137,7 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
         (
             checks.check_count_ngrams,
             lambda s, n: count_with_defaultdict(s, n, end=False),
-            "'</s>' is left out",
+            "you left out the end symbol '</s>'",
         ),
         (
             checks.check_count_ngrams,

@@ -74,8 +74,8 @@ def _count_stream(sentences: list, n: int) -> dict:
 def _count_mistakes(sentences: list, n: int) -> list[Mistake]:
     return [
         Mistake(
-            "the end symbol '</s>' is left out: it is a word the model predicts, so pad one "
-            "'</s>' at the end of every sentence and count the n-grams that end in it",
+            "you left out the end symbol '</s>': the model predicts it, so pad one '</s>' at the "
+            "end of every sentence and count the n-grams that end in it",
             _count(sentences, n, n - 1, end=False),
         ),
         Mistake(
