@@ -61,6 +61,7 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+c.RestoreMissingCells.add_missing_cells = True  # nbgrader's default is False
 c.StderrIsNotAnError.enabled = True  # nbgrader's IgnorePattern is off unless enabled
 c.Autograde.pre_convert_hook = course.file_name_check(c.CourseDirectory.source_directory)
 
