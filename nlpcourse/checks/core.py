@@ -70,7 +70,10 @@ reference gets :class:`nlpcourse.guard.ReferenceUsedError`'s message. All cases 
 
 **Answer tables.** :func:`answer_table` makes a ``reference`` from a dict ``{args: answer}`` for a
 part that has no algorithm (which architecture fits a task); the answer keys live with the checks,
-not in the teaching modules.
+not in the teaching modules. A key is data that a submission could read; written inside a function
+marked :func:`nlpcourse.guard.reference` (as :func:`nlpcourse.checks.rnn.architecture_answer` is),
+it at least refuses to run while the student's function is checked. What a single process cannot
+prevent is listed in :mod:`nlpcourse.guard`.
 """
 
 from __future__ import annotations
