@@ -232,7 +232,6 @@ class ArpaLM:
         self.order = order
         self.vocab = vocab
         self.index_ = {w: i for i, w in enumerate(vocab)}
-        self._vocab_index = pd.Index(vocab)  # a hash table of the words, for whole corpora
         V = len(vocab)
         self.keys_: dict[int, pd.Index] = {}  # per order, a hash table of the n-gram keys
         self.log10_p_: dict[int, np.ndarray] = {}
@@ -277,60 +276,72 @@ class ArpaLM:
     def _encode(self, word: str) -> int:
         return self.index_.get(word, self.index_.get(UNK, -1))
 
-    def _windows(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """Contexts (M, n-1) and words (M,) of every prediction, <s>-padded on the left."""
+    def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """The corpus as one id stream, each sentence preceded by n-1 ``<s>`` and followed by
+        ``</s>``, and the positions of the predicted tokens in it (each word and each ``</s>``)."""
         n, bos = self.order, self.index_[BOS]
         lengths = np.array([len(s) + 1 for s in sentences], dtype=np.int64)  # words and </s>
-        ends = np.cumsum(lengths) - 1  # (S,) where each sentence's </s> goes
-        words = self._vocab_index.get_indexer(list(itertools.chain.from_iterable(sentences)))
+        ends = np.cumsum(lengths) - 1  # (S,) where each sentence's </s> goes among the tokens
+        unk = self.index_.get(UNK, -1)  # unknown words read as <unk> (-1: the file has none)
+        flat = list(itertools.chain.from_iterable(sentences))
+        words = np.fromiter(map(self.index_.get, flat, itertools.repeat(unk)), np.int64, len(flat))
         tokens = np.full(int(lengths.sum()), self.index_[EOS], dtype=np.int64)  # (M,)
-        tokens[np.setdiff1d(np.arange(len(tokens)), ends, assume_unique=True)] = words
-        tokens = np.where(tokens < 0, self.index_.get(UNK, -1), tokens)  # unknown: <unk>
+        is_word = np.ones(len(tokens), dtype=bool)
+        is_word[ends] = False
+        tokens[is_word] = words
         sentence = np.repeat(np.arange(len(sentences)), lengths)  # (M,) which sentence
         t = np.arange(len(tokens)) + (n - 1) * (sentence + 1)  # (M,) position in the stream
         stream = np.full(len(tokens) + (n - 1) * len(sentences), bos, dtype=np.int64)
         stream[t] = tokens
-        ctx = np.stack([stream[t - n + 1 + j] for j in range(n - 1)], axis=1)  # (M, n-1)
-        return ctx.reshape(len(t), n - 1), tokens
+        return stream, t
 
-    def _log10_ids(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """log10 P(w | ctx) by eq. (ngram-backoff), for arrays ctx (M, n-1) and w (M,)."""
+    def _log10_stream(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """log10 P(stream[t] | the n-1 ids before it) for the positions ``t``, eq. (ngram-backoff).
+
+        For every position p, follow the longest listed n-gram ending at p leftwards, one hash
+        look-up per order: ``row[m][p]``, ``alive[m][p]`` (is the m-gram ending at p listed?).
+        The probability of the token at t is the listed one of its longest n-gram, times the
+        back-off weights of the contexts that are longer; the context of length j of the token at
+        t is the j-gram ending at t-1, whose row the same pass found at p = t-1.
+        """
         n = self.order
-        known = w >= 0
-        row = np.where(known, w, 0)  # a unigram's row is its word id
-        # the longest listed n-gram ending in w: extend it to the left while it is listed
-        best = self.log10_p_[1][row]  # (M,)
-        longest = np.ones(len(w), dtype=np.int64)
-        alive = np.ones(len(w), dtype=bool)
+        known = stream >= 0
+        row = {1: np.where(known, stream, 0)}  # a unigram's row is its word id
+        alive = {1: known}
         for m in range(2, n + 1):
-            row, hit = self._extend(row, ctx[:, n - m], m)
-            alive &= hit
-            best = np.where(alive, self.log10_p_[m][row], best)
-            longest = np.where(alive, m, longest)
-        # plus the back-off weights b(h) of the contexts of length longest .. n-1
-        backoff = np.zeros(len(w))
-        if n > 1:
-            crow = np.maximum(ctx[:, n - 2], 0)
-            calive = ctx[:, n - 2] >= 0
-            for j in range(1, n):
-                if j > 1:
-                    crow, hit = self._extend(crow, ctx[:, n - 1 - j], j)
-                    calive &= hit
-                backoff += np.where(calive & (j >= longest), self.log10_b_[j][crow], 0.0)
-        return np.where(known, best + backoff, -np.inf)
+            left = np.full(len(stream), -1, dtype=np.int64)  # the word m-1 places to the left
+            left[m - 1 :] = stream[: len(stream) - m + 1]
+            row[m], hit = self._extend(row[m - 1], np.maximum(left, 0), m)
+            alive[m] = alive[m - 1] & hit & (left >= 0)
+        best = self.log10_p_[1][row[1][t]]  # (M,)
+        longest = np.ones(len(t), dtype=np.int64)
+        for m in range(2, n + 1):
+            best = np.where(alive[m][t], self.log10_p_[m][row[m][t]], best)
+            longest = np.where(alive[m][t], m, longest)
+        for j in range(1, n):  # b(context of length j), for the contexts longer than the n-gram
+            used = alive[j][t - 1] & (j >= longest)
+            best = best + np.where(used, self.log10_b_[j][row[j][t - 1]], 0.0)
+        return np.where(known[t], best, -np.inf)
 
     def log10_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
         """log10 P of every predicted token (each word and each sentence's ``</s>``), in order."""
-        return self._log10_ids(*self._windows(check_sentences(sentences, "log10_probs")))
+        if isinstance(sentences, str) or not isinstance(sentences, list):
+            sentences = check_sentences(sentences, "log10_probs")
+        if not all(type(s) is list for s in sentences):
+            sentences = check_sentences(sentences, "log10_probs")  # names what is wrong
+        stream, t = self._stream(sentences)
+        flat_types = set(map(type, itertools.chain.from_iterable(sentences)))
+        specials = np.isin(stream[t], [self.index_[BOS]]).any() or not flat_types <= {str}
+        if specials or (stream[t] == self.index_[EOS]).sum() != len(sentences):
+            check_sentences(sentences, "log10_probs")  # raises, saying which token is wrong
+        return self._log10_stream(stream, t)
 
     def prob(self, word: str, context: Sequence[str] = ()) -> float:
         """P(word | context); a context shorter than order-1 starts the sentence."""
         n = self.order
         ids = [self.index_[BOS]] * (n - 1) + [self._encode(u) for u in context]
-        ctx = np.array([ids[len(ids) - n + 1 :] if n > 1 else []], dtype=np.int64)
-        return float(
-            10 ** self._log10_ids(ctx.reshape(1, n - 1), np.array([self._encode(word)]))[0]
-        )
+        stream = np.array(ids[len(ids) - n + 1 :] + [self._encode(word)], dtype=np.int64)
+        return float(10 ** self._log10_stream(stream, np.array([n - 1]))[0])
 
     def logprob(self, word: str, context: Sequence[str] = ()) -> float:
         """Natural log of :meth:`prob`."""

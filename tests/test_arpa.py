@@ -130,6 +130,22 @@ def test_bad_files_get_clear_errors(tmp_path, text, message):
         read_arpa(path)
 
 
+def test_scoring_bad_sentences_says_what_is_wrong(tmp_path):
+    lm = read_arpa(NGramLM(2).fit(TRAIN).to_arpa(tmp_path / "m.arpa"))
+    with pytest.raises(ValueError, match="contains '</s>'"):
+        lm.log10_probs([["I", "</s>"]])
+    with pytest.raises(ValueError, match="contains '<s>'"):
+        lm.log10_probs([["<s>", "I"]])
+    with pytest.raises(TypeError, match="token 3 that is not a string"):
+        lm.log10_probs([["I", 3]])
+    with pytest.raises(TypeError, match="got one string"):
+        lm.log10_probs("I am")
+    # tuples and generators are fine
+    assert (
+        lm.log10_probs(w for w in [("I", "am")]).tolist() == lm.log10_probs([["I", "am"]]).tolist()
+    )
+
+
 @pytest.mark.parametrize("smoothing", SMOOTHINGS)
 def test_kenlm_reads_our_files_tiny(tmp_path, smoothing):
     kenlm = kenlm_module()
