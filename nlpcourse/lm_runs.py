@@ -9,7 +9,7 @@ perplexity, so the long runs are made by this seeded command and recorded with
 
 The data and the perplexity follow chapter 1's conventions exactly, as chapters 4 and 6 do: the
 Brown split of :func:`nlpcourse.data.brown_split`, the vocabulary of the training words seen at
-least 4 times plus ``</s>`` and ``<unk>`` (:func:`nlpcourse.rnn.build_vocab`), every word and every
+least 4 times plus ``</s>`` and ``<unk>`` (:func:`nlpcourse.lm.build_vocab`), every word and every
 sentence's ``</s>`` predicted and counted, perplexity over the whole test split.
 
 What makes a CPU run affordable (stated in the record's config): a small model (D = 128, 2
@@ -35,8 +35,8 @@ from typing import Any
 import torch
 
 from nlpcourse.data import brown_split
+from nlpcourse.lm import BENGIO_MIN_COUNT, build_vocab, encode
 from nlpcourse.records import Recorder, load_record
-from nlpcourse.rnn import BENGIO_MIN_COUNT, build_vocab, encode
 from nlpcourse.transformer import TransformerLM, evaluate_lm, train_lm
 
 DEFAULTS: dict[str, dict[str, Any]] = {

@@ -82,6 +82,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlpcourse.guard import reference
+from nlpcourse.lm import EOS_ID, IGNORE_INDEX, perplexity_from_nll
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
 POSITIONS = ("sinusoidal", "learned", "none")
@@ -633,7 +634,9 @@ class TransformerLM(nn.Module):
         """``ids`` (B, T) -> log-probabilities of the next word at every position (B, T, V)."""
         return self.log_probs(self.hidden(ids))
 
-    def loss(self, ids: Tensor, targets: Tensor, ignore_index: int = -100) -> tuple[Tensor, int]:
+    def loss(
+        self, ids: Tensor, targets: Tensor, ignore_index: int = IGNORE_INDEX
+    ) -> tuple[Tensor, int]:
         """Summed negative log-likelihood of ``targets`` (B, T) given ``ids`` (B, T), and the
         number of counted targets (those not equal to ``ignore_index``)."""
         h = self.hidden(ids).reshape(-1, self.D)  # (B*T, D)
@@ -759,8 +762,9 @@ def describe(model: TransformerLM) -> dict[str, Any]:
 # ================================================================ 6. training the language model
 
 
-def lm_stream(sentences_ids: list[list[int]], eos_id: int = 0) -> Tensor:
-    """The corpus as one stream ``</s> s_1 </s> s_2 </s> ...`` (N+1,), chapter 4's convention:
+def lm_stream(sentences_ids: list[list[int]], eos_id: int = EOS_ID) -> Tensor:
+    """The corpus as one stream ``</s> s_1 </s> s_2 </s> ...`` (N+1,), the convention of
+    :mod:`nlpcourse.lm` (chapters 1 and 4):
     the first ``</s>`` stands for ``<s>`` and is context only; every word and every sentence's
     ``</s>`` is predicted once (N predictions)."""
     stream = [eos_id]
@@ -820,7 +824,7 @@ def evaluate_lm(
         y = torch.stack([stream[s + 1 : s + width + 1] for s in group])  # (b, T)
         for i, s in enumerate(group):  # predictions already counted are ignored
             first_new = max(done - s, 0)
-            y[i, :first_new] = -100
+            y[i, :first_new] = IGNORE_INDEX
             done = s + width
         nll, n = model.loss(x, y)
         total += nll.item()
@@ -828,7 +832,7 @@ def evaluate_lm(
     model.train(was_training)
     if counted != N:
         raise RuntimeError(f"counted {counted} predictions instead of {N}")
-    return math.exp(total / N)
+    return perplexity_from_nll(total, N)
 
 
 def warmup_lr(step: int, peak: float, warmup: int) -> float:
