@@ -42,7 +42,14 @@ ASSIGNMENTS = sorted(
 # An equation label is cited in the code as ``eq. (label)``, or bare as ``(label)`` in a comment
 # beside the line that implements it. A bare ``(word-word)`` in the code is taken for a label
 # unless it is one of these ordinary hyphenated words.
-NOT_LABELS = {"add-one", "non-empty", "one-hot"}
+NOT_LABELS = {
+    "add-one",
+    "encoder-decoder",
+    "maximum-likelihood",
+    "non-empty",
+    "one-hot",
+    "top-p",
+}
 
 
 def toc_pages(repo: Path = REPO) -> list[str]:
