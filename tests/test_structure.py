@@ -228,7 +228,9 @@ def test_chapters_are_in_toc_in_number_order():
 def test_toc_and_book_pages_agree():
     pages = toc_pages()
     for page in pages:
-        assert (REPO / f"{page}.md").is_file(), f"_toc.yml lists {page}, which has no .md file"
+        assert any((REPO / f"{page}{suffix}").is_file() for suffix in (".md", ".ipynb")), (
+            f"_toc.yml lists {page}, which has no .md or .ipynb file"
+        )
     for md in BOOK.glob("*.md"):
         page = f"book/{md.stem}"
         assert page in pages, f"{page}.md is not in _toc.yml (add it, or remove the file)"
