@@ -56,12 +56,17 @@ def toc_pages(repo: Path = REPO) -> list[str]:
     """The pages of ``_toc.yml`` in book order, as paths without suffix (``book/ngrams``)."""
     toc = yaml.safe_load((repo / "_toc.yml").read_text())
     pages = [toc["root"]]
-    chapters = (toc.get("chapters") or []) + [
-        c for p in toc.get("parts") or [] for c in p["chapters"]
-    ]
-    for entry in chapters:
-        pages.append(entry["file"])
-        pages.extend(sub["file"] for sub in entry.get("sections", []))
+
+    def walk(entries: list[dict] | None) -> None:
+        for entry in entries or []:
+            if "file" in entry:
+                pages.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts") or []:
+        walk(part.get("chapters"))
     return [str(Path(page).with_suffix("")) for page in pages]
 
 
