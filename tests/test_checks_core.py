@@ -11,6 +11,7 @@ import fractions
 import math
 import multiprocessing
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -200,3 +201,24 @@ def test_a_proxy_can_call_the_student_through_a_pipe(capsys):
             check_mle_prob(breaks_the_checker)  # what it does to its interpreter changes nothing
         with pytest.raises(CheckFailed, match="raised WorkerError"):
             run_check("f", lambda: 1 / 0, lambda: 1, [Case((), ())])
+
+
+def test_a_submission_cannot_drop_or_change_the_cases_to_come():
+    calls = []
+
+    def tampers(counts, context, word):
+        """Right on the first case only; then it empties the list of cases and makes the cases
+        left trivial, which a checker reading that list afterwards would not notice."""
+        calls.append(1)
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if isinstance(value, list) and value and isinstance(value[0], Case):
+                    for case in value:
+                        object.__setattr__(case, "args", ({}, ("zebra",), "I"))
+                    value.clear()
+            frame = frame.f_back
+        return nlpcourse_free_mle(counts, context, word) if len(calls) == 1 else 0.0
+
+    with pytest.raises(CheckFailed, match="case 2 of 9"):
+        check_mle_prob(tampers)

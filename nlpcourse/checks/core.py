@@ -34,7 +34,9 @@ the student defines (of ``float``, ``dict``, ``np.ndarray``, ``torch.Tensor``, .
 with a message asking for a plain value. A future sandboxed grader replaces the caller with
 :func:`use_caller`: its proxy calls the function in a worker through a pipe with plain data
 (pickled arguments in, the :func:`to_plain` answer out, an exception as its type name and message),
-and nothing else in a check changes.
+and nothing else in a check changes. In one process, a submission can still rewrite the checker
+itself (replace a function of this module); through the proxy, what it does to its own interpreter
+changes nothing (``tests/test_checks_core.py`` shows both).
 
 **Any reasonable correct form is accepted.** :func:`to_plain` turns ``dict``, ``Counter``,
 ``defaultdict`` and ``OrderedDict`` into ``dict``; lists, tuples and named tuples into lists and
@@ -559,10 +561,13 @@ def run_check(
     answer is wrong), recognised with ``same(mistake's answer, got)``."""
     if not callable(student):
         raise CheckFailed(f"{name} should be a function, but it is {_kind(student)}")
-    for i, case in enumerate(cases):
-        number = f"{i + 1} of {len(cases)}"
-        _check_case(name, student, reference, case, number, compare, mistakes, same)
-    print(f"{name}: all {len(cases)} cases pass")
+    # every case's arguments as bytes before any student code runs: a submission that reaches the
+    # list or a Case through the stack cannot drop or change the cases still to come
+    frozen = tuple((case, pickle.dumps(case.args)) for case in cases)
+    for i, (case, args) in enumerate(frozen):
+        number = f"{i + 1} of {len(frozen)}"
+        _check_case(name, student, reference, case, args, number, compare, mistakes, same)
+    print(f"{name}: all {len(frozen)} cases pass")
 
 
 def _check_case(
@@ -570,13 +575,14 @@ def _check_case(
     student: Callable,
     reference: Callable,
     case: Case,
+    frozen: bytes,
     number: str,
     compare: Callable[[Any, Any], str],
     mistakes: Callable[..., Iterable[Mistake]] | None,
     same: Callable[[Any, Any], bool],
 ) -> None:
-    """One case: the student's answer first, then (the reference switched on) the expected one."""
-    frozen = pickle.dumps(case.args)  # bytes: what the student's code does cannot change them
+    """One case: the student's answer first, then (the reference switched on) the expected one,
+    both from the pickled arguments ``frozen``, which nothing can change."""
     where = f"on case {number}{_label(case)}"
     try:
         got = call_student(student, pickle.loads(frozen))
