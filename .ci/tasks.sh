@@ -26,6 +26,9 @@ case "${1:-}" in
     book)
         setup
         jupyter-book build . -W -n --keep-going
+        # fails when a chapter's last execution failed or a glued value is missing, even when
+        # the build above found nothing to redo
+        "$PY" .ci/check_build.py _build
         echo "The book is in _build/html/index.html"
         ;;
     test)
