@@ -352,7 +352,8 @@ class NGramLM:
             if self.lambdas is not None:
                 self.lambdas_ = np.asarray(self.lambdas, dtype=float)
             else:
-                self.lambdas_ = self._tune_lambdas(check_sentences(heldout, "fit(heldout=...)"))
+                # heldout is not None here (fit raised above otherwise), which mypy cannot see
+                self.lambdas_ = self._tune_lambdas(check_sentences(heldout, "fit(heldout=...)"))  # type: ignore[arg-type]
         return self
 
     @property
