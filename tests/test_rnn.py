@@ -17,6 +17,7 @@ import torch
 
 from nlpcourse import rnn
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
+from nlpcourse.testing import gru_step_np
 
 KINDS = {
     "rnn": (rnn.RNN, torch.nn.RNN),
@@ -175,20 +176,11 @@ def test_readable_lstm_forward_equals_torch_and_the_hand_written_path():
 # ------------------------------------------------------------------------- GRU: torch vs textbook
 
 
-def sigmoid(a):
-    return 1 / (1 + np.exp(-a))
-
-
 def gru_textbook_numpy(x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh):
-    """Cho et al. (2014), eqs. 5-8, plus biases, one example, torch's stacked parameter layout."""
-    W_r, W_z, W = np.split(weight_ih, 3)
-    U_r, U_z, U = np.split(weight_hh, 3)
-    b_ir, b_iz, b_in = np.split(bias_ih, 3)
-    b_hr, b_hz, b_hn = np.split(bias_hh, 3)
-    r = sigmoid(W_r @ x_t + b_ir + U_r @ h_prev + b_hr)
-    z = sigmoid(W_z @ x_t + b_iz + U_z @ h_prev + b_hz)
-    h_tilde = np.tanh(W @ x_t + b_in + U @ (r * h_prev) + b_hn)
-    return z * h_prev + (1 - z) * h_tilde
+    """Cho et al. (2014), eqs. 5-8, plus biases, one example, torch's stacked parameter layout
+    (the numpy oracle nlpcourse.testing.gru_step_np, on a batch of one)."""
+    weights = (weight_ih, weight_hh, bias_ih, bias_hh)
+    return gru_step_np(x_t[None], h_prev[None], *weights, variation="textbook")[0]
 
 
 def gru_weights(D=3, H=4, seed=0):
