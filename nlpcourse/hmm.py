@@ -38,7 +38,7 @@ spread over word shape and suffix classes estimated on rare training words (in t
 unknown-word model of Brants 2000, TnT).
 :func:`mle_transitions` and :func:`mle_emissions` are the unsmoothed maximum-likelihood estimates
 of SLP3 section 8.4 written with dictionaries, one count at a time, as the chapter first derives
-them, and :func:`addk_tables` the add-k smoothed tables as arrays (exercise 2);
+them (exercise 2's add-k tables have their answer key in :mod:`nlpcourse.checks.hmm`);
 :class:`MostFrequentTagger` is the baseline the tagger is compared with.
 
 Deliberate departures from the book's presentation:

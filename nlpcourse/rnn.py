@@ -67,10 +67,11 @@ width, ``V`` vocabulary size.
    here). Every word and each sentence's ``</s>`` is predicted and counted, ``<s>`` never, and
    ``PPL = exp(-(1/N) sum_i log P(w_i | w_<i))``                                    (lm-ppl).
 
-5. **Notation and architectures** (:func:`token_index`, :func:`architecture_for`): where the
-   book's ``x^(i)<t>`` sits in a batch array, and which of the four recurrent architectures
-   (many-to-many with ``T_x = T_y``, many-to-one, one-to-many, encoder-decoder) fits a task. They
-   are small on purpose: the reference answers of the exercise's concept questions.
+5. **Notation and architectures** (:data:`LAYOUTS`, :data:`ARCHITECTURES`,
+   :data:`ARCHITECTURE_TASKS`): the two layouts of a batch array in which the book's ``x^(i)<t>``
+   sits, and the four recurrent architectures (many-to-many with ``T_x = T_y``, many-to-one,
+   one-to-many, encoder-decoder) and the tasks of the exercise's concept questions, whose answer
+   keys are in :mod:`nlpcourse.checks.rnn`.
 
 Deliberate departures, stated plainly:
 
