@@ -353,3 +353,228 @@ def lstm_cell_diagram(ax: Axes | None = None) -> Axes:
     ax.set_aspect("equal")
     ax.axis("off")
     return ax
+
+
+# ------------------------------------------------------------------- chapter 3: parsing
+
+
+def parse_tree(tree, ax: Axes | None = None, title: str = "") -> Axes:
+    """A constituency tree (``nlpcourse.parsing.Tree``) drawn top-down, the words on one line.
+
+    Each word gets a column; a node sits above the middle of its children, one level per depth,
+    and the words all sit on the bottom line, under their preterminals."""
+    leaves = tree.leaves()
+    depth = tree.depth()
+    ax = _axes(ax, (max(3.0, 0.9 * len(leaves) + 0.6), 0.55 * depth + 0.9))
+    column = iter(range(len(leaves)))
+
+    def place(node, level: int) -> float:
+        xs = []
+        for child in node.children:
+            if isinstance(child, str):
+                x = float(next(column))
+                ax.text(x, -depth, child, ha="center", va="center", fontsize=10, style="italic")
+                ax.plot([x, x], [-level - 0.25, -depth + 0.25], color="0.6", lw=0.8)
+                xs.append(x)
+            else:
+                xs.append(place(child, level + 1))
+        x = float(np.mean(xs))
+        for child_x, child in zip(xs, node.children, strict=True):
+            if not isinstance(child, str):
+                ax.plot([x, child_x], [-level - 0.25, -level - 0.75], color="0.3", lw=1.0)
+        ax.text(
+            x,
+            -level,
+            node.label,
+            ha="center",
+            va="center",
+            fontsize=10,
+            bbox=dict(boxstyle="round,pad=0.25", facecolor="#e8eef7", edgecolor="0.5", lw=0.6),
+        )
+        return x
+
+    place(tree, 0)
+    ax.set_xlim(-0.6, len(leaves) - 0.4)
+    ax.set_ylim(-depth - 0.5, 0.5)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def cky_chart(
+    table: dict[tuple[int, int], Sequence[str]], words: Sequence[str], ax: Axes | None = None
+) -> Axes:
+    """The CKY chart as the book draws it: cell ``(i, j)`` (row ``i``, column ``j``) lists the
+    nonterminals that derive words ``i+1 .. j``; the whole sentence is the top-right cell."""
+    n = len(words)
+    ax = _axes(ax, (1.25 * n + 0.8, 0.8 * n + 0.8))
+    for i in range(n):
+        for j in range(i + 1, n + 1):
+            labels = table.get((i, j), [])
+            whole = (i, j) == (0, n)
+            ax.add_patch(
+                plt.Rectangle(
+                    (j - 1, -i - 1),
+                    1,
+                    1,
+                    facecolor="#fde9c9" if whole else ("#e8eef7" if labels else "white"),
+                    edgecolor="0.4",
+                    lw=0.8,
+                )
+            )
+            text = "\n".join(labels) if labels else "∅"
+            ax.text(j - 0.5, -i - 0.5, text, ha="center", va="center", fontsize=9)
+            ax.text(j - 0.95, -i - 0.08, f"[{i},{j}]", ha="left", va="top", fontsize=6, color="0.5")
+    for j, word in enumerate(words, start=1):
+        ax.text(j - 0.5, 0.25, word, ha="center", va="bottom", fontsize=10, style="italic")
+    ax.set_xlim(-0.1, n + 0.1)
+    ax.set_ylim(-n - 0.1, 0.8)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return ax
+
+
+def loglog_growth(
+    x: Sequence[float],
+    series: dict[str, Sequence[float]],
+    xlabel: str,
+    ylabel: str,
+    slopes: dict[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Several measured series against ``x`` on log-log axes (a power law is a straight line),
+    each labelled with its fitted slope if ``slopes`` gives one; missing values (nan) are left
+    out."""
+    ax = _axes(ax, (5.6, 3.6))
+    for name, ys in series.items():
+        xs_ys = [(a, b) for a, b in zip(x, ys, strict=True) if b == b and b > 0]
+        label = f"{name} (slope {slopes[name]:.1f})" if slopes and name in slopes else name
+        ax.plot(*zip(*xs_ys, strict=True), marker="o", markersize=4, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def attention_map(
+    weights: Sequence[Sequence[float]],
+    letters: Sequence[str],
+    phones: Sequence[str],
+    title: str = "",
+    ax: Axes | None = None,
+) -> Axes:
+    """Attention weights of one word (chapter 5) as a heat map: one row per output phone (the
+    last one ``</s>``), one column per input letter; darker is more weight, each row sums to 1."""
+    A = np.asarray(weights, dtype=float)  # (T, S)
+    ax = _axes(ax, (0.42 * A.shape[1] + 1.2, 0.34 * A.shape[0] + 1.0))
+    ax.imshow(A, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(A.shape[1]), list(letters)[: A.shape[1]], fontsize=9)
+    ax.set_yticks(range(A.shape[0]), list(phones)[: A.shape[0]], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_title(title, fontsize=9, pad=18 if title else 6)
+    return ax
+
+
+def rate_by_length(
+    lengths: Sequence[int],
+    series: dict[str, Sequence[float]],
+    ylabel: str = "word error rate",
+    counts: Sequence[int] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """A rate (e.g. word error rate, chapter 5) against input length, one line per model; with
+    ``counts`` the number of words behind each point is written on the horizontal axis."""
+    ax = _axes(ax, (6.0, 3.6))
+    for name, ys in series.items():
+        ax.plot(lengths, ys, marker="o", markersize=4, label=name)
+    ax.set_xticks(list(lengths))
+    if counts is not None:
+        ax.set_xticklabels([f"{n}\n({c})" for n, c in zip(lengths, counts, strict=True)])
+        ax.set_xlabel("word length in letters (number of test words)")
+    else:
+        ax.set_xlabel("word length in letters")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return ax
+
+
+# ----------------------------------------------------------------- chapter 6: the transformer
+
+
+def attention_head_map(
+    weights: np.ndarray,
+    queries: Sequence[str],
+    keys: Sequence[str],
+    title: str = "",
+    ax: Axes | None = None,
+) -> Axes:
+    """One attention map: ``weights[i, j]`` (rows: queries, columns: keys) as a heat map with the
+    words on the axes; masked (zero) weights show white."""
+    ax = _axes(ax, (0.45 * len(keys) + 1.6, 0.45 * len(queries) + 1.0))
+    ax.imshow(np.asarray(weights, dtype=float), cmap="Blues", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(queries)), queries, fontsize=8)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def attention_heads(
+    weights: np.ndarray, queries: Sequence[str], keys: Sequence[str], suptitle: str = ""
+) -> plt.Figure:
+    """The maps of several heads side by side, ``weights`` (H, T_q, T_k), two rows of heads;
+    returns the figure."""
+    weights = np.asarray(weights, dtype=float)
+    H = weights.shape[0]
+    cols = math.ceil(H / 2) if H > 1 else 1
+    rows = 2 if H > 1 else 1
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(2.3 * cols + 0.8, 2.3 * rows + 0.9), layout="constrained"
+    )
+    for h, ax in enumerate(np.ravel(axes)):
+        if h >= H:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[h], cmap="Blues", vmin=0.0, vmax=1.0)
+        ax.set_title(f"head {h + 1}", fontsize=9)
+        first_col, last_row = h % cols == 0, h // cols == rows - 1
+        ax.set_yticks(range(len(queries)), queries if first_col else [], fontsize=7)
+        ax.set_xticks(range(len(keys)), keys if last_row else [], rotation=90, fontsize=7)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=10)
+    return fig
+
+
+def masks(panels: dict[str, np.ndarray], words: Sequence[str]) -> plt.Figure:
+    """Boolean masks side by side (dark: may attend, light: masked), rows queries, columns keys."""
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(2.9 * len(panels), 3.1), layout="constrained", squeeze=False
+    )
+    for ax, (title, mask) in zip(axes[0], panels.items(), strict=True):
+        mask = np.asarray(mask, dtype=float)
+        ax.imshow(mask, cmap="Greys", vmin=-0.3, vmax=1.3)
+        for i, j in np.ndindex(mask.shape):
+            label, color = ("✓", "white") if mask[i, j] else ("−∞", "0.3")
+            ax.text(j, i, label, ha="center", va="center", fontsize=6, color=color)
+        ax.set_xticks(range(mask.shape[1]), list(words)[: mask.shape[1]], rotation=90, fontsize=7)
+        ax.set_yticks(range(mask.shape[0]), list(words)[: mask.shape[0]], fontsize=7)
+        ax.set_title(title, fontsize=9)
+    return fig
+
+
+def positional_encodings(pe: np.ndarray, ax: Axes | None = None) -> Axes:
+    """The sinusoidal encodings (T, D) as a heat map: position down, feature across."""
+    ax = _axes(ax, (7.0, 3.4))
+    image = ax.imshow(np.asarray(pe, dtype=float), cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
+    ax.set_xlabel("feature d (even: sin, odd: cos; frequency falls to the right)")
+    ax.set_ylabel("position t")
+    ax.figure.colorbar(image, ax=ax, shrink=0.8)
+    return ax
