@@ -472,9 +472,9 @@ def recursive_descent(
     choice and tries the next rule. Every complete parse is collected, in the order found (the
     leftmost derivation of each tree is the sequence of its ``expand`` steps).
 
-    ``steps`` lists every step if ``trace`` (else it is empty). More than ``max_steps`` steps
-    raise :class:`StepLimitExceeded`: a left-recursive rule ``A -> A ...`` makes this naive parser
-    expand forever.
+    ``steps`` lists every step if ``trace`` (else it is empty). More than ``max_steps`` steps, or
+    more than ``200 + 10 n`` symbols left to find, raise :class:`StepLimitExceeded`: a
+    left-recursive rule ``A -> A ...`` makes this naive parser expand forever.
     """
     words = _check_words(grammar, words)
     steps: list[Step] = []
@@ -495,6 +495,12 @@ def recursive_descent(
             steps.append(Step(action, what, pos, state))
 
     def search(frontier: list[tuple[str, Tree | None]], pos: int, root: Tree) -> None:
+        if len(frontier) > max_frontier:
+            raise StepLimitExceeded(
+                f"recursive descent has {len(frontier)} symbols left to find for "
+                f"{len(words) - pos} words; left-recursive nonterminals: "
+                f"{sorted(grammar.left_recursive()) or 'none'}"
+            )
         if not frontier:
             if pos == len(words):
                 record("parse", str(root), pos, frontier)
@@ -530,6 +536,9 @@ def recursive_descent(
             search(new + rest, pos, root)
         node.children = []
 
+    # a naive parser lets the symbols to find pile up (a left-recursive rule adds one at every
+    # expansion): stop before Python's recursion limit does
+    max_frontier = 200 + 10 * len(words)
     root = Tree(grammar.start, [])
     search([(grammar.start, root)], 0, root)
     return steps, trees
@@ -940,7 +949,7 @@ class PCFG(CFG):
 
     def __str__(self) -> str:
         return "\n".join(
-            f"{self._format(r)} [{math.exp(lp):.6g}]"
+            f"{self._format(r)} [{math.exp(lp):.12g}]"
             for r, lp in zip(self.rules, self.logps, strict=True)
         )
 
@@ -1166,6 +1175,16 @@ def _padded_groups(keys: np.ndarray, N: int, pad: int) -> np.ndarray:
     return out
 
 
+def _as_pcfg(grammar: PCFG | Iterable[PlainRule]) -> PCFG:
+    """A PCFG, or one made from plain rules ``(lhs, rhs, logp)`` with start symbol ``S``."""
+    if isinstance(grammar, PCFG):
+        return grammar
+    pcfg = _plain_cfg(grammar, "S")
+    if not isinstance(pcfg, PCFG):
+        raise ValueError("plain rules of a PCFG are (lhs, rhs, log probability)")
+    return pcfg
+
+
 def _pcfg_words(grammar: PCFG, words: Sequence[str]) -> list[str]:
     if not isinstance(grammar, PCFG):
         raise TypeError(f"expected a PCFG, got a {type(grammar).__name__}")
@@ -1198,8 +1217,9 @@ def _with_pad(scores: np.ndarray) -> np.ndarray:
 
 
 @reference
-def inside(grammar: PCFG, words: Sequence[str]) -> float:
+def inside(grammar: PCFG | Iterable[PlainRule], words: Sequence[str]) -> float:
     """log P(words) summed over every tree, the inside algorithm, eq. (parse-inside)."""
+    grammar = _as_pcfg(grammar)
     words = _pcfg_words(grammar, words)
     return float(_inside_batch(grammar._arrays(), [words])[0, 0, -1, 0])
 
@@ -1278,10 +1298,13 @@ def _inside_batch(tab: _Tables, sentences: Sequence[list[str]]) -> np.ndarray:
 
 
 @reference
-def viterbi_cky(grammar: PCFG, words: Sequence[str]) -> tuple[Tree | None, float]:
+def viterbi_cky(
+    grammar: PCFG | Iterable[PlainRule], words: Sequence[str]
+) -> tuple[Tree | None, float]:
     """The most probable tree (original grammar's labels) and its log probability, Viterbi CKY,
     eq. (parse-viterbi): the inside recursion with max instead of sum, and back pointers
     ``(rule, split)`` per span and nonterminal. ``(None, -inf)`` if no tree covers the words."""
+    grammar = _as_pcfg(grammar)
     words = _pcfg_words(grammar, words)
     tab = grammar._arrays()
     n, N = len(words), len(tab.symbols)
@@ -1536,8 +1559,8 @@ def brackets(
 
 @reference
 def parseval(
-    gold: Sequence[Tree],
-    predicted: Sequence[Tree | None],
+    gold: Sequence[Tree | PlainTree | str],
+    predicted: Sequence[Tree | PlainTree | str | None],
     punctuation: Iterable[str] = (),
     ignore_labels: Iterable[str] = ("TOP", "ROOT"),
 ) -> dict[str, float]:
@@ -1551,11 +1574,13 @@ def parseval(
     """
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold trees but {len(predicted)} predicted ones")
+    gold_trees = [as_tree(g) for g in gold]
+    predicted_trees = [None if p is None else as_tree(p) for p in predicted]
     if not gold:
         raise ValueError("no trees to evaluate")
     matched = n_gold = n_pred = exact = 0
     punctuation = list(punctuation)
-    for g, p in zip(gold, predicted, strict=True):
+    for g, p in zip(gold_trees, predicted_trees, strict=True):
         gb = brackets(g, punctuation, ignore_labels)
         pb = brackets(p, punctuation, ignore_labels) if p is not None else Counter()
         if p is not None and g.leaves() != p.leaves():
@@ -1586,7 +1611,7 @@ def log_tree_count(grammar: CFG, words: Sequence[str]) -> float:
     """
     cnf = to_cnf(grammar) if not isinstance(grammar, CNFGrammar) else grammar
     tab = _Tables(cnf)
-    tab.logp = np.zeros_like(tab.logp)
+    tab.set_logp(np.zeros_like(tab.logp))
     tab.lexical = {w: [(k, a, 0.0) for k, a, _ in rules] for w, rules in tab.lexical.items()}
     return float(_inside_batch(tab, [list(words)])[0, 0, -1, 0])
 
@@ -1676,3 +1701,80 @@ def treebank_pcfg(tagged_sentences: Iterable[Sequence[tuple[str, str]]]) -> PCFG
         total = sum(c for c, _ in words)
         lines.append(f"{pre} -> " + " | ".join(f"'{w}' [{c / total!r}]" for c, w in words))
     return PCFG.fromstring("\n".join(lines))
+
+
+# --------------------------------------------------------- plain-data versions, for exercise 03
+
+PlainTree = tuple  # ("S", ("NP", ("Det", "the"), ("N", "cat")), ...): a label, then children
+PlainRule = tuple  # (lhs, rhs) or (lhs, rhs, logp), rhs a tuple of symbols
+
+
+def as_tree(tree: Tree | PlainTree | str) -> Tree:
+    """A :class:`Tree` from a Tree, a bracketed string, or nested tuples ``(label, *children)``
+    (a child a word or another tuple); ``ValueError`` for anything else."""
+    if isinstance(tree, Tree):
+        return tree
+    if isinstance(tree, str):
+        return Tree.fromstring(tree)
+    if isinstance(tree, (tuple, list)) and tree and isinstance(tree[0], str):
+        return Tree(tree[0], [c if isinstance(c, str) else as_tree(c) for c in tree[1:]])
+    raise ValueError(f"not a tree: {tree!r}; write a tree as (label, child, ...)")
+
+
+def as_tuple(tree: Tree) -> PlainTree:
+    """The nested-tuple form of a tree (see :func:`as_tree`)."""
+    return (tree.label, *(c if isinstance(c, str) else as_tuple(c) for c in tree.children))
+
+
+def _plain_cfg(rules: Iterable[PlainRule], start: str) -> CFG:
+    """A CFG (or a PCFG if the rules carry log probabilities) from plain ``(lhs, rhs[, logp])``;
+    a symbol that is on no left side is a word."""
+    rules = [tuple(r) for r in rules]
+    if not rules:
+        raise ValueError("no rules")
+    plain = [Rule(r[0], tuple(r[1])) for r in rules]
+    if all(len(r) == 3 for r in rules):
+        return PCFG(plain, start, [math.exp(r[2]) for r in rules])
+    return CFG(plain, start)
+
+
+@reference
+def leftmost_derivation(tree: Tree | PlainTree | str) -> list[tuple[str, ...]]:
+    """The leftmost derivation of a tree, eq. (parse-derive): the sentential forms from
+    ``(root,)`` to the words, each made from the one before by rewriting its leftmost nonterminal
+    with the rule used at that node of the tree (the nodes in preorder)."""
+    tree = as_tree(tree)
+    forms: list[tuple[str, ...]] = [(tree.label,)]
+    form: list[Tree | str] = [tree]
+    while True:
+        k = next((i for i, x in enumerate(form) if isinstance(x, Tree)), None)
+        if k is None:
+            return forms
+        node = form[k]
+        assert isinstance(node, Tree)
+        form = form[:k] + list(node.children) + form[k + 1 :]
+        forms.append(tuple(x.label if isinstance(x, Tree) else x for x in form))
+
+
+@reference
+def cky_recognize(
+    rules: Iterable[PlainRule], words: Sequence[str], start: str = "S"
+) -> dict[tuple[int, int], set[str]]:
+    """The CKY table, eq. (parse-cky), of a grammar in CNF that may also have unit rules
+    ``A -> B``: ``{(i, j): the nonterminals that derive words i+1 .. j}`` for every non-empty
+    cell. A unit rule adds its left side to every cell its right side is in (the cell's *unary
+    closure*)."""
+    grammar = _plain_cfg([(r[0], r[1]) for r in rules], start)
+    chart = cky(to_cnf(grammar), words)
+    return {
+        (i, j): set(chart.cells[i][j])
+        for i in range(len(chart.words))
+        for j in range(i + 1, len(chart.words) + 1)
+        if chart.cells[i][j]
+    }
+
+
+@reference
+def count_parses(rules: Iterable[PlainRule], words: Sequence[str], start: str = "S") -> int:
+    """The number of trees of ``words`` (CKY with counts, for a CNF grammar)."""
+    return cky(to_cnf(_plain_cfg([(r[0], r[1]) for r in rules], start)), words).count()

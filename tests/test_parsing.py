@@ -22,11 +22,16 @@ from nlpcourse.parsing import (
     Rule,
     StepLimitExceeded,
     Tree,
+    as_tree,
+    as_tuple,
     brackets,
     brown_tag_pcfg,
     catalan,
     cky,
+    cky_recognize,
+    count_parses,
     inside,
+    leftmost_derivation,
     log_tree_count,
     parse,
     parseval,
@@ -549,6 +554,10 @@ def test_log_tree_count_equals_the_chart_count():
     assert log_tree_count(CFG.fromstring(CATALAN), ["a"] * 30) == pytest.approx(
         math.log(catalan(29))
     )
+    # the probabilities of a PCFG play no part
+    fair = PCFG.fromstring("X -> X X [0.3] | 'a' [0.7]")
+    for g in (fair, fair.cnf()):
+        assert log_tree_count(g, ["a"] * 12) == pytest.approx(math.log(catalan(11)))
 
 
 def test_brown_tag_grammar_parses_every_tag_sequence():
@@ -572,3 +581,72 @@ def test_treebank_pcfg_lexicon_from_tagged_sentences():
     assert g.prob(Rule("Det", ("the",))) == 0.5 and g.prob(Rule("N", ("dog",))) == 1.0
     tree = g.sample(np.random.default_rng(0))
     assert g.tree_logprob(tree) > -math.inf
+
+
+# --------------------------------------------------------------- plain-data versions (exercise)
+
+EXAM_TUPLE = (
+    "S",
+    ("NP", ("Det", "the"), ("N", "cat")),
+    ("VP", ("V", "caught"), ("NP", ("Det", "the"), ("N", "rat"))),
+)
+
+
+def test_leftmost_derivation_of_the_exam_tree_by_hand():
+    forms = leftmost_derivation(EXAM_TUPLE)
+    assert [" ".join(f) for f in forms] == [
+        "S",
+        "NP VP",
+        "Det N VP",
+        "the N VP",
+        "the cat VP",
+        "the cat V NP",
+        "the cat caught NP",
+        "the cat caught Det N",
+        "the cat caught the N",
+        "the cat caught the rat",
+    ]
+    assert leftmost_derivation(str(as_tree(EXAM_TUPLE))) == forms
+    assert as_tuple(as_tree(EXAM_TUPLE)) == EXAM_TUPLE
+    with pytest.raises(ValueError, match="not a tree"):
+        as_tree(42)
+
+
+def test_cky_recognize_by_hand_with_a_unit_rule():
+    rules = [
+        ("S", ("NP", "VP")),
+        ("VP", ("V", "NP")),
+        ("VP", ("V",)),  # a unit rule: VP -> V
+        ("NP", ("Det", "N")),
+        ("Det", ("the",)),
+        ("N", ("cat",)),
+        ("N", ("rat",)),
+        ("V", ("caught",)),
+        ("V", ("ran",)),
+    ]
+    table = cky_recognize(rules, "the cat caught the rat".split())
+    assert table == {
+        (0, 1): {"Det"},
+        (1, 2): {"N"},
+        (2, 3): {"V", "VP"},
+        (3, 4): {"Det"},
+        (4, 5): {"N"},
+        (0, 2): {"NP"},
+        (3, 5): {"NP"},
+        (2, 5): {"VP"},
+        (0, 3): {"S"},
+        (0, 5): {"S"},
+    }
+    assert count_parses(rules, "the cat caught the rat".split()) == 1
+    assert count_parses([("X", ("X", "X")), ("X", ("a",))], ["a"] * 9, start="X") == catalan(8)
+
+
+def test_plain_rules_give_the_pcfg_answers():
+    g = PCFG.fromstring(TOY_PCFG)
+    rules = [(r.lhs, r.rhs, lp) for r, lp in zip(g.rules, g.logps, strict=True)]
+    words = PCFG_SENTENCES[2].split()
+    assert inside(rules, words) == pytest.approx(g.inside(words), rel=1e-12)
+    best, logp = viterbi_cky(rules, words)
+    assert (str(best), logp) == (str(g.viterbi(words)[0]), pytest.approx(g.viterbi(words)[1]))
+    gold = [EXAM_TUPLE, str(as_tree(EXAM_TUPLE))]
+    assert parseval(gold, gold)["f1"] == 1.0
