@@ -38,8 +38,9 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
    computes ``x W_q^T`` as ``torch.nn.Linear`` does; stacking ``W_q, W_k, W_v`` gives
    ``torch.nn.MultiheadAttention``'s ``in_proj_weight`` (see :func:`copy_from_torch_mha`).
 
-4. **Layer normalisation** (:class:`LayerNorm`), **positions** (:func:`sinusoidal_encoding`,
-   :class:`PositionalEncoding`), the **position-wise feed-forward network** (:class:`FeedForward`)::
+4. **Layer normalisation** (:func:`layer_norm`, :class:`LayerNorm`), **positions**
+   (:func:`sinusoidal_encoding`, :class:`PositionalEncoding`), the **position-wise feed-forward
+   network** (:class:`FeedForward`)::
 
        mu = mean_d x_d,  sigma^2 = mean_d (x_d - mu)^2                     (tf-ln-stats)
        LN(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta               (tf-ln)
@@ -307,6 +308,21 @@ def copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention)
 # ========================================================== 3. normalisation, positions, FFN
 
 
+@reference
+def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
+    """Layer normalisation of ``x`` (..., D) over its last dimension, eqs. (tf-ln-stats), (tf-ln):
+    each vector to mean 0 and (biased) variance 1, then scaled by ``gamma`` (D,) and shifted by
+    ``beta`` (D,)."""
+    if gamma.shape != x.shape[-1:] or beta.shape != x.shape[-1:]:
+        raise ValueError(
+            f"gamma and beta must have shape (D,) = ({x.shape[-1]},), got "
+            f"{tuple(gamma.shape)} and {tuple(beta.shape)}"
+        )
+    mu = x.mean(dim=-1, keepdim=True)  # (tf-ln-stats)  (..., 1)
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (tf-ln-stats)  (..., 1)
+    return gamma * (x - mu) / torch.sqrt(var + eps) + beta  # (tf-ln)
+
+
 class LayerNorm(nn.Module):
     """Layer normalisation over the last dimension, eqs. (tf-ln-stats) and (tf-ln).
 
@@ -323,9 +339,7 @@ class LayerNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.D:
             raise ValueError(f"the last dimension must be D = {self.D}, got {tuple(x.shape)}")
-        mu = x.mean(dim=-1, keepdim=True)  # (tf-ln-stats)  (..., 1)
-        var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (tf-ln-stats)  (..., 1)
-        return self.weight * (x - mu) / torch.sqrt(var + self.eps) + self.bias  # (tf-ln)
+        return layer_norm(x, self.weight, self.bias, self.eps)
 
 
 @reference

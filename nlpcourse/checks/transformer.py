@@ -1,0 +1,505 @@
+"""Checks for exercise 06-transformer (chapter 6): cases, answers and usual mistakes.
+
+The machinery is :func:`nlpcourse.checks.core.run_check`'s; the expected answers come from
+:mod:`nlpcourse.transformer` (whose functions refuse to run while a student's function is being
+checked), and the hidden checks of attention and layer normalisation also compare against
+``torch.nn.functional.scaled_dot_product_attention`` and ``torch.nn.functional.layer_norm``,
+written independently of this course. For each part, this module computes what the usual
+mistakes return on the failing case (softmax over the wrong axis, the mask applied after the
+softmax, no ``1/sqrt(d_k)``, heads reshaped without transposing, the unbiased variance, sin and
+cos swapped, ...) and names the one the student's answer matches.
+
+Inputs are float64 torch tensors; answers may be tensors (any float dtype), numpy arrays or
+nested lists: :func:`nlpcourse.checks.core.to_plain` converts them and the one tolerance policy
+compares them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from nlpcourse import transformer as tf
+from nlpcourse.checks.core import (
+    Case,
+    Expected,
+    Mistake,
+    as_array,
+    compare_arrays,
+    n_random,
+    np_rng,
+    run_check,
+    show,
+    with_args,
+)
+
+
+def _t(a: Any) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(a, dtype=float), dtype=torch.float64)
+
+
+def _case(args: tuple, names: tuple[str, ...], hint: str = "", label: str = "") -> Case:
+    shown = {}
+    for n, a in zip(names, args, strict=True):
+        if isinstance(a, torch.Tensor):
+            text = show(a.numpy())
+            shown[n] = f"tensor of shape {tuple(a.shape)}:\n{text}" if a.numel() > 1 else text
+    return Case(args, names, hint, label, shown)
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> torch.Tensor:
+    return _t(np.round(rng.normal(size=shape), 3))
+
+
+# ------------------------------------------------------------------------------ part 1: attention
+
+
+def _attention_variants(q, k, v, mask, scale=None, axis=-1, fill=None, after=False, invert=False):
+    """Attention computed with one deliberate change (for the mistakes)."""
+    d_k = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)
+    m = None if mask is None else (~mask if invert else mask)
+    if m is not None and not after:
+        scores = scores.masked_fill(~m, torch.finfo(scores.dtype).min if fill is None else fill)
+    alpha = torch.softmax(scores, dim=axis)
+    if m is not None and after:
+        alpha = alpha * m
+    return alpha @ v, alpha
+
+
+def _attention_mistakes(q, k, v, mask=None) -> list[Mistake]:
+    d_k = q.shape[-1]
+    out = [
+        Mistake(
+            "the softmax runs over the wrong axis: each query's weights over the keys must sum "
+            "to 1, so take the softmax over the last axis (dim=-1), not dim=-2",
+            _attention_variants(q, k, v, mask, axis=-2),
+        ),
+        Mistake(
+            "the scores are not divided by sqrt(d_k): omega = q k^T / sqrt(d_k), eq. (tf-scores)",
+            _attention_variants(q, k, v, mask, scale=1.0),
+        ),
+        Mistake(
+            "the scores are divided by d_k; divide by its square root, sqrt(d_k)",
+            _attention_variants(q, k, v, mask, scale=float(d_k)),
+        ),
+    ]
+    if mask is not None:
+        out += [
+            Mistake(
+                "the mask is applied after the softmax: the remaining weights no longer sum to "
+                "1. Set the masked scores to -inf (or the dtype's minimum) BEFORE the softmax",
+                _attention_variants(q, k, v, mask, after=True),
+            ),
+            Mistake(
+                "the mask is read the wrong way round: True means the query MAY attend to the "
+                "key, so fill the scores where the mask is False",
+                _attention_variants(q, k, v, mask, invert=True),
+            ),
+            Mistake(
+                "masked scores set to 0 still get weight exp(0) = 1 before normalising: set them "
+                "to -inf (or torch.finfo(dtype).min) so that their weight is 0",
+                _attention_variants(q, k, v, mask, fill=0.0),
+            ),
+        ]
+    z, alpha = tf.scaled_dot_product_attention(q, k, v, mask)
+    out.append(
+        Mistake("the two results are in the other order: return (output, weights)", (alpha, z))
+    )
+    return out
+
+
+def _compare_attention(want: Expected, got: Any) -> str:
+    z, alpha = want.value
+    if not isinstance(got, list | tuple) or len(got) != 2:
+        return (
+            "return a pair (output, weights): the context vectors (..., T_q, d_v) and the "
+            f"attention weights (..., T_q, T_k); got {type(got).__name__}"
+        )
+    problem = compare_arrays(alpha, got[1], "the weights (second result)", "(..., T_q, T_k)")
+    if problem:
+        return problem
+    return compare_arrays(z, got[0], "the output (first result)", "(..., T_q, d_v)")
+
+
+def _attention_torch(q, k, v, mask=None) -> Expected:
+    """The expected answer from torch's own kernel (hidden cases): independent of this course."""
+    z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    return Expected((z, torch.softmax(scores, dim=-1)), (q, k, v, mask))
+
+
+def _random_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    mask = torch.as_tensor(rng.random(shape) < 0.6)
+    mask[..., 0] = True  # every query may attend to at least one key
+    return mask
+
+
+def check_scaled_dot_product_attention(function: Callable, hidden: bool = False) -> None:
+    """``scaled_dot_product_attention(q, k, v, mask=None)`` -> (output, weights), eq.
+    (tf-attention); ``mask`` boolean, True = may attend."""
+    names = ("q", "k", "v", "mask")
+    rule = "weights = softmax(q k^T / sqrt(d_k)) over the keys; output = weights @ v"
+    cases = [
+        _case(
+            (_t([[1, 1, 1, 1]]), _t([[0, 0, 0, 0], [1, 1, 1, 1]]), _t([[10], [20]]), None),
+            names,
+            "one query, two keys: scores 0 and 4 / sqrt(4) = 2, " + rule,
+            "the book's hand example",
+        ),
+        _case(
+            (
+                _t([[1, 0], [0, 1], [1, 1]]),
+                _t([[1, 0], [0, 2], [1, -1]]),
+                _t([[1, 2], [3, 4], [5, 6]]),
+                None,
+            ),
+            names,
+            rule,
+        ),
+        _case(
+            (
+                _t([[0.5, -1], [1, 0], [0, 1]]),
+                _t([[1, 0], [0, 1], [1, 1]]),
+                _t([[1, 0, 0], [0, 1, 0], [0, 0, 1]]),
+                tf.causal_mask(3),
+            ),
+            names,
+            "a causal mask: query i may attend to keys j <= i only (mask True = may attend); "
+            "set the other scores to -inf before the softmax",
+            "causal mask",
+        ),
+    ]
+    rng = np_rng(hidden)
+    for r in range(n_random(hidden)):
+        B, H = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+        T_q, T_k, d_k, d_v = (int(rng.integers(1, 6)) for _ in range(4))
+        q, k, v = _rand(rng, B, H, T_q, d_k), _rand(rng, B, H, T_k, d_k), _rand(rng, B, H, T_k, d_v)
+        mask = None if r % 2 == 0 else _random_mask(rng, (B, 1, T_q, T_k))
+        hint = "batched: q (B, H, T_q, d_k); the mask broadcasts over the heads. " + rule
+        cases.append(_case((q, k, v, mask), names, hint, "random, batched"))
+    reference = _attention_torch if hidden else with_args(tf.scaled_dot_product_attention)
+    run_check(
+        "scaled_dot_product_attention",
+        function,
+        reference,
+        cases,
+        _compare_attention,
+        mistakes=_attention_mistakes,
+    )
+
+
+# ---------------------------------------------------------------------------- part 2: causal mask
+
+
+def _compare_mask(want: torch.Tensor, got: Any) -> str:
+    want = np.asarray(want, dtype=bool)
+    if got is None:
+        return "the answer is None: did you forget to `return` it?"
+    try:
+        array = np.asarray(got)
+    except (TypeError, ValueError):
+        return f"expected a (T, T) boolean array, got {type(got).__name__}"
+    if array.dtype.kind not in "biuf":
+        return f"expected a (T, T) boolean array, got an array of {array.dtype}"
+    if array.shape != want.shape:
+        return f"the mask has shape {array.shape}, expected {want.shape} (T, T)"
+    additive = "An additive mask of 0 and -inf is another convention; this part asks for booleans"
+    if array.dtype.kind == "f" and np.isin(array, (0.0, -np.inf)).all():
+        return f"the mask holds only 0 and -inf: the additive form. {additive}, True = may attend."
+    if array.dtype.kind != "b" and not np.isin(array, (0, 1)).all():
+        return (
+            "the mask should be booleans, True (or 1) where query i may attend to key j; got "
+            f"other values, e.g. {array[~np.isin(array, (0, 1))][0]!r}. ({additive}.)"
+        )
+    if (array.astype(bool) == want).all():
+        return ""
+    i, j = (int(x) for x in np.argwhere(array.astype(bool) != want)[0])
+    return f"entry [{i}, {j}] (query {i}, key {j}) should be {bool(want[i, j])}"
+
+
+def _same_mask(a: Any, b: Any) -> bool:
+    """Whether two masks (booleans, or numbers 0 and 1) are the same matrix."""
+    try:
+        a, b = np.asarray(a), np.asarray(b)
+    except (TypeError, ValueError):
+        return False
+    return a.shape == b.shape and bool((a.astype(bool) == b.astype(bool)).all())
+
+
+def _causal_mistakes(T: int) -> list[Mistake]:
+    ones = torch.ones(T, T, dtype=torch.bool)
+    return [
+        Mistake(
+            "the mask is transposed: query i (row i) may attend to keys j <= i (the lower "
+            "triangle), not to the later ones",
+            ones.triu(),
+        ),
+        Mistake(
+            "the diagonal is missing: a position may attend to itself (j <= i, not j < i)",
+            ones.tril(-1),
+        ),
+        Mistake(
+            "True must mark what a query MAY attend to (j <= i): this is the opposite mask",
+            ~ones.tril(),
+        ),
+    ]
+
+
+def check_causal_mask(function: Callable, hidden: bool = False) -> None:
+    """``causal_mask(T)`` -> (T, T) booleans, True where j <= i."""
+    hint = "mask[i, j] is True when query i may attend to key j, i.e. when j <= i"
+    cases = [Case((T,), ("T",), hint) for T in (1, 2, 4)]
+    rng = np_rng(hidden)
+    cases += [Case((int(rng.integers(3, 40)),), ("T",), hint) for _ in range(n_random(hidden))]
+    run_check(
+        "causal_mask",
+        function,
+        tf.causal_mask,
+        cases,
+        _compare_mask,
+        mistakes=_causal_mistakes,
+        same=_same_mask,
+    )
+
+
+# ---------------------------------------------------------------------- part 3: split and merge
+
+
+def _split_mistakes(x, H) -> list[Mistake]:
+    B, T, D = x.shape
+    return [
+        Mistake(
+            "the heads are reshaped without transposing: view x as (B, T, H, D/H) first (each "
+            "position's D features cut into H pieces), then swap the T and H axes",
+            x.reshape(B, H, T, D // H),
+        ),
+        Mistake(
+            "the last two axes are swapped: the result is (B, H, T, D/H), positions before "
+            "features",
+            x.reshape(B, T, H, D // H).permute(0, 2, 3, 1),
+        ),
+        Mistake(
+            "the features are cut the wrong way: head h gets features h*D/H .. (h+1)*D/H - 1 "
+            "(view as (B, T, H, D/H)), not every H-th feature",
+            x.reshape(B, T, D // H, H).permute(0, 3, 1, 2),
+        ),
+    ]
+
+
+def _compare_split(want: Expected, got: Any) -> str:
+    return compare_arrays(want, got, "the answer", "(B, H, T, D/H)")
+
+
+def check_split_heads(function: Callable, hidden: bool = False) -> None:
+    """``split_heads(x, H)``: (B, T, D) -> (B, H, T, D/H)."""
+    names = ("x", "H")
+    hint = "view x as (B, T, H, D/H), then transpose to (B, H, T, D/H)"
+    cases = [
+        _case((_t(np.arange(4.0).reshape(1, 1, 4)), 2), names, hint, "one position"),
+        _case((_t(np.arange(12.0).reshape(1, 3, 4)), 2), names, hint),
+        _case((_t(np.arange(24.0).reshape(2, 3, 4)), 4), names, hint, "head width 1"),
+    ]
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
+        B, T, H, Dh = (int(rng.integers(1, 5)) for _ in range(4))
+        cases.append(_case((_rand(rng, B, T, H * Dh), H), names, hint, "random"))
+    run_check(
+        "split_heads",
+        function,
+        with_args(tf.split_heads),
+        cases,
+        _compare_split,
+        mistakes=_split_mistakes,
+    )
+
+
+def _merge_mistakes(x) -> list[Mistake]:
+    B, H, T, Dh = x.shape
+    return [
+        Mistake(
+            "the heads are merged without transposing: swap H and T first, to (B, T, H, D/H), "
+            "then reshape to (B, T, D)",
+            x.reshape(B, T, H * Dh),
+        ),
+    ]
+
+
+def _compare_merge(want: Expected, got: Any) -> str:
+    return compare_arrays(want, got, "the answer", "(B, T, D) with D = H * D/H")
+
+
+def check_merge_heads(function: Callable, hidden: bool = False) -> None:
+    """``merge_heads(x)``: (B, H, T, D/H) -> (B, T, D), the inverse of ``split_heads``."""
+    hint = "transpose to (B, T, H, D/H), then reshape to (B, T, D): the inverse of split_heads"
+    cases = [
+        _case((_t(np.arange(4.0).reshape(1, 2, 1, 2)),), ("x",), hint, "one position"),
+        _case((_t(np.arange(12.0).reshape(1, 2, 3, 2)),), ("x",), hint),
+    ]
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
+        B, T, H, Dh = (int(rng.integers(1, 5)) for _ in range(4))
+        cases.append(_case((_rand(rng, B, H, T, Dh),), ("x",), hint, "random"))
+    run_check(
+        "merge_heads",
+        function,
+        with_args(tf.merge_heads),
+        cases,
+        _compare_merge,
+        mistakes=_merge_mistakes,
+    )
+
+
+# ------------------------------------------------------------------------- part 4: layer norm
+
+
+def _layer_norm_mistakes(x, gamma, beta, eps=1e-5) -> list[Mistake]:
+    mu = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    out = [
+        Mistake(
+            "the variance is the unbiased one (divided by D - 1): layer norm divides by D "
+            "(torch: x.var(dim=-1, unbiased=False))",
+            gamma * (x - mu) / torch.sqrt(x.var(dim=-1, keepdim=True) + eps) + beta,
+        ),
+        Mistake(
+            "eps is added outside the square root: use sqrt(var + eps)",
+            gamma * (x - mu) / (torch.sqrt(var) + eps) + beta,
+        ),
+        Mistake(
+            "gamma and beta are left out: LN(x) = gamma * (x - mu) / sqrt(var + eps) + beta",
+            (x - mu) / torch.sqrt(var + eps),
+        ),
+        Mistake(
+            "the standard deviation is used where the variance belongs: divide by sqrt(var + eps)",
+            gamma * (x - mu) / (var + eps) + beta,
+        ),
+    ]
+    if x.ndim > 1 and x.shape[0] > 1:
+        mu0 = x.mean(dim=0, keepdim=True)
+        var0 = x.var(dim=0, keepdim=True, unbiased=False)
+        out.append(
+            Mistake(
+                "the statistics are taken over the batch (axis 0), as batch norm does: layer "
+                "norm normalises each vector over its own D features (the last axis)",
+                gamma * (x - mu0) / torch.sqrt(var0 + eps) + beta,
+            )
+        )
+    return out
+
+
+def _layer_norm_torch(x, gamma, beta, eps=1e-5) -> Expected:
+    return Expected(F.layer_norm(x, x.shape[-1:], gamma, beta, eps), (x, gamma, beta, eps))
+
+
+def _compare_ln(want: Expected, got: Any) -> str:
+    return compare_arrays(want, got, "the answer", "the same shape as x")
+
+
+def check_layer_norm(function: Callable, hidden: bool = False) -> None:
+    """``layer_norm(x, gamma, beta, eps)``, eqs. (tf-ln-stats) and (tf-ln)."""
+    names = ("x", "gamma", "beta", "eps")
+    hint = "over the last axis: mu, biased variance; gamma * (x - mu) / sqrt(var + eps) + beta"
+    cases = [
+        _case((_t([1, 2, 3]), _t([1, 1, 1]), _t([0, 0, 0]), 1e-5), names, hint, "one vector"),
+        _case((_t([[1, 2, 3], [0, 0, 6]]), _t([2, 1, 0.5]), _t([0, 1, -1]), 1e-5), names, hint),
+        _case(
+            (_t([[4, 4, 4, 4]]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), 0.1),
+            names,
+            "a constant vector: x - mu = 0, so the result is beta",
+            "variance 0",
+        ),
+    ]
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
+        B, T, D = (int(rng.integers(2, 6)) for _ in range(3))
+        args = (_rand(rng, B, T, D) * 3 + 1, _rand(rng, D), _rand(rng, D), 1e-5)
+        cases.append(_case(args, names, hint, "random (B, T, D)"))
+    reference = _layer_norm_torch if hidden else with_args(tf.layer_norm)
+    run_check("layer_norm", function, reference, cases, _compare_ln, mistakes=_layer_norm_mistakes)
+
+
+# ---------------------------------------------------------------- part 5: sinusoidal encoding
+
+
+def _pe_variant(T: int, D: int, swap=False, halves=False, exponent=2.0) -> torch.Tensor:
+    t = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
+    i = torch.arange(D // 2, dtype=torch.float64)  # (D/2,)
+    angle = t / 10000 ** (exponent * i / D)  # (T, D/2)
+    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    if halves:
+        return torch.cat([first(angle), second(angle)], dim=1)  # (T, D)
+    pe = torch.zeros(T, D, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = first(angle), second(angle)
+    return pe
+
+
+def _pe_mistakes(T: int, D: int) -> list[Mistake]:
+    return [
+        Mistake(
+            "sin and cos are swapped: even features (0, 2, ...) get sin",
+            _pe_variant(T, D, swap=True),
+        ),
+        Mistake(
+            "sin and cos are interleaved: feature 2i is sin, feature 2i+1 is cos (not the sines "
+            "in the first half and the cosines in the second)",
+            _pe_variant(T, D, halves=True),
+        ),
+        Mistake(
+            "the frequency of pair i is 1 / 10000^(2i/D), where 2i is the even feature's index; "
+            "you used 10000^(i/D)",
+            _pe_variant(T, D, exponent=1.0),
+        ),
+        Mistake(
+            "the frequency of pair i is 1 / 10000^(2i/D) with i = 0, 1, ..., D/2 - 1 the pair's "
+            "number; you used the feature's index (2i) in place of i",
+            _pe_variant(T, D, exponent=4.0),
+        ),
+    ]
+
+
+PE_ATOL = 1e-4  # see _compare_pe
+
+
+def _compare_pe(want: Any, got: Any) -> str:
+    """The one tolerance policy, or an absolute difference of at most ``PE_ATOL``: a float32
+    answer rounds the angle t * omega_i to about 1e-7 of its size, so sin and cos of it can be off
+    by about t * 1e-7 (1e-5 at t = 100), more than the relative tolerance allows for values near
+    0. Every known mistake is off by far more than 1e-4."""
+    array, problem = as_array(got)
+    if array is None:
+        return problem
+    want = np.asarray(want, dtype=float)
+    if array.shape == want.shape and np.all(np.abs(array - want) <= PE_ATOL):
+        return ""
+    return compare_arrays(want, array, "the encoding", "(T, D)")
+
+
+def check_sinusoidal_encoding(function: Callable, hidden: bool = False) -> None:
+    """``sinusoidal_encoding(T, D)`` -> (T, D), eq. (tf-pe)."""
+    hint = "PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(t / 10000^(2i/D))"
+    cases = [
+        Case((1, 2), ("T", "D"), "position 0: sin(0) = 0, cos(0) = 1", "T = 1"),
+        Case((3, 2), ("T", "D"), hint),
+        Case((4, 8), ("T", "D"), hint),
+    ]
+    rng = np_rng(hidden)
+    for _ in range(n_random(hidden)):
+        cases.append(
+            Case((int(rng.integers(2, 60)), 2 * int(rng.integers(1, 33))), ("T", "D"), hint)
+        )
+    run_check(
+        "sinusoidal_encoding",
+        function,
+        lambda T, D: _pe_variant(T, D) if hidden else tf.sinusoidal_encoding(T, D),
+        cases,
+        _compare_pe,
+        mistakes=_pe_mistakes,
+    )
