@@ -65,10 +65,12 @@ c.RestoreMissingCells.add_missing_cells = True  # nbgrader's default is False
 c.StderrIsNotAnError.enabled = True  # nbgrader's IgnorePattern is off unless enabled
 c.Autograde.pre_convert_hook = course.file_name_check(c.CourseDirectory.source_directory)
 
-# Limits. `python autograder/grading.py timing` runs each solution notebook as the autograder does:
-# the slowest cell (04-rnn's first test, which imports torch) took 1.7 s of CPU, 2.7 s wall-clock
-# on 2 cores at load 5 and 7.9 s at load 17; the slowest notebook 7 s and 17 s. So a cell may take
-# 60 s and a notebook 180 s: over 5 times the worst we saw, and a stuck submission costs 3 minutes.
+# Limits. `python autograder/grading.py timing` runs each solution notebook as the autograder does.
+# On 2 cores at load 5, the slowest cell (04-rnn's first test, which imports torch) took 2.7 s and
+# the slowest notebook 7 s; with all six assignments at load 25, the slowest cell (05-seq2seq's
+# setup, importing torch) took 10.5 s wall-clock (1.4 s of CPU) and the slowest notebook 22 s. So a
+# cell may take 60 s and a notebook 180 s: over 5 times the worst seen on a very busy machine, and
+# a stuck submission costs the class at most 3 minutes.
 c.TimeLimitedExecute.timeout = 60
 c.TimeLimitedExecute.notebook_timeout = 180
 c.TimeLimitedExecute.max_cell_bytes = 200_000
