@@ -1,0 +1,260 @@
+"""Tests of the checks of exercise 03-parsing: right answers written differently pass, each usual
+mistake is named, an unanticipated wrong answer shows its input, the expected answer and what came
+back, and calling the reference instead of doing the work fails.
+
+The right answers here are written independently of the solution notebook and of
+nlpcourse.parsing: brute force over all trees where that is short, plain loops elsewhere.
+"""
+
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+import nlpcourse.checks.parsing as checks
+from nlpcourse import parsing
+from nlpcourse.checks import CheckFailed
+
+# ------------------------------------------------------------------------- right answers
+
+
+def derivation(tree, rightmost=False, start_form=True):
+    """A derivation written with a stack of nodes (recursion order), as lists of lists."""
+    forms = [[tree[0]]] if start_form else []
+    form = [tree]
+    while any(isinstance(x, tuple) for x in form):
+        nodes = [k for k, x in enumerate(form) if isinstance(x, tuple)]
+        k = nodes[-1] if rightmost else nodes[0]
+        form[k : k + 1] = list(form[k][1:])
+        forms.append([x[0] if isinstance(x, tuple) else x for x in form])
+    return forms
+
+
+def cky_table(rules, words, start="S", closure=True, last_split=True, as_lists=False):
+    nonterminals = {r[0] for r in rules}
+    n = len(words)
+    table = defaultdict(set)
+
+    def close(cell):
+        if not closure:
+            return
+        for _ in range(len(nonterminals)):
+            for lhs, rhs in rules:
+                if len(rhs) == 1 and rhs[0] in cell:
+                    cell.add(lhs)
+
+    for i, w in enumerate(words):
+        table[(i, i + 1)] |= {lhs for lhs, rhs in rules if rhs == (w,)}
+        close(table[(i, i + 1)])
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            for k in range(i + 1, j if last_split else j - 1):
+                for lhs, rhs in rules:
+                    if len(rhs) == 2 and rhs[0] in table[(i, k)] and rhs[1] in table[(k, j)]:
+                        table[(i, j)].add(lhs)
+            close(table[(i, j)])
+    if as_lists:  # another right form: lists of labels, every cell present, empty ones too
+        return {cell: sorted(labels) for cell, labels in table.items()}
+    return {cell: labels for cell, labels in table.items() if labels}
+
+
+def count(rules, words, start="S", add=False, recognise=False):
+    n = len(words)
+    c = defaultdict(Counter)
+    for i, w in enumerate(words):
+        for lhs, rhs in rules:
+            if rhs == (w,):
+                c[(i, i + 1)][lhs] += 1
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            for k in range(i + 1, j):
+                for lhs, rhs in rules:
+                    if len(rhs) == 2 and c[(i, k)][rhs[0]] and c[(k, j)][rhs[1]]:
+                        b, cc = c[(i, k)][rhs[0]], c[(k, j)][rhs[1]]
+                        c[(i, j)][lhs] += b + cc if add else b * cc
+    if recognise:
+        return int(c[(0, n)][start] > 0)
+    return float(c[(0, n)][start])  # a float with a whole value is a right form of a count
+
+
+def best_and_total(rules, words, combine, logs=True):
+    """Viterbi (max) or inside (sum) by a plain loop; logs=False multiplies probabilities."""
+    n = len(words)
+    score = defaultdict(dict)
+    back = {}
+    for i, w in enumerate(words):
+        for lhs, rhs, lp in rules:
+            if rhs == (w,):
+                value = lp if logs else math.exp(lp)
+                old = score[(i, i + 1)].get(lhs)
+                score[(i, i + 1)][lhs] = value if old is None else merge(old, value, combine, logs)
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            for k in range(i + 1, j):
+                for lhs, rhs, lp in rules:
+                    if len(rhs) != 2 or rhs[0] not in score[(i, k)] or rhs[1] not in score[(k, j)]:
+                        continue
+                    b, c = score[(i, k)][rhs[0]], score[(k, j)][rhs[1]]
+                    value = lp + b + c if logs else math.exp(lp) * b * c
+                    old = score[(i, j)].get(lhs)
+                    new = value if old is None else merge(old, value, combine, logs)
+                    if old is None or new != old:
+                        back[(i, j, lhs)] = (rhs[0], rhs[1], k)
+                    score[(i, j)][lhs] = new
+    return score, back
+
+
+def merge(old, new, combine, logs):
+    if combine == "max":
+        return max(old, new)
+    return float(np.logaddexp(old, new)) if logs else old + new
+
+
+def viterbi_lists(rules, words):
+    """Viterbi returning the tree as nested lists and the log probability as a numpy float."""
+    score, back = best_and_total(rules, words, "max")
+    n = len(words)
+    if "S" not in score[(0, n)]:
+        return [None, -math.inf]
+
+    def build(i, j, a):
+        if j == i + 1:
+            return [a, words[i]]
+        b, c, k = back[(i, j, a)]
+        return [a, build(i, k, b), build(k, j, c)]
+
+    return [build(0, n, "S"), np.float64(score[(0, n)]["S"])]
+
+
+def viterbi_with_sum(rules, words):
+    """The best tree, but the sentence's total log probability beside it."""
+    score, _ = best_and_total(rules, words, "sum")
+    return (viterbi_lists(rules, words)[0], score[(0, len(words))].get("S", -math.inf))
+
+
+def inside_right(rules, words):
+    score, _ = best_and_total(rules, words, "sum")
+    return np.float32(score[(0, len(words))].get("S", -math.inf))  # float32: another right form
+
+
+def inside_max(rules, words):
+    score, _ = best_and_total(rules, words, "max")
+    return score[(0, len(words))].get("S", -math.inf)
+
+
+def inside_probabilities(rules, words):
+    score, _ = best_and_total(rules, words, "sum", logs=False)
+    p = score[(0, len(words))].get("S", 0.0)
+    return math.log(p) if p > 0 else -math.inf
+
+
+def brackets(tree, labelled=True, preterminals=False, sets=False):
+    out = Counter()
+
+    def walk(node, start):
+        if isinstance(node, str):
+            return start + 1
+        end = start
+        for child in node[1:]:
+            end = walk(child, end)
+        if preterminals or not (len(node) == 2 and isinstance(node[1], str)):
+            out[(node[0] if labelled else "X", start, end)] += 1
+        return end
+
+    walk(tree, 0)
+    return Counter(set(out)) if sets else out
+
+
+def parseval_with(gold, predicted, extra_key=False, **kind):
+    m = g_total = p_total = exact = 0
+    for g, p in zip(gold, predicted, strict=True):
+        gb = brackets(g, **kind)
+        pb = brackets(p, **kind) if p is not None else Counter()
+        m += sum((gb & pb).values())
+        g_total += sum(gb.values())
+        p_total += sum(pb.values())
+        exact += gb == pb
+    prec = m / p_total if p_total else 0.0
+    rec = m / g_total if g_total else 0.0
+    out = {
+        "precision": prec,
+        "recall": rec,
+        "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0,
+        "exact": exact / len(gold),
+    }
+    if extra_key:
+        out["matched"] = m  # an extra key is allowed
+    return out
+
+
+# ----------------------------------------------------------------------------------- tests
+
+RIGHT = [
+    (checks.check_leftmost_derivation, derivation),
+    (checks.check_cky_recognize, lambda r, w, s="S": cky_table(r, w, s, as_lists=True)),
+    (checks.check_count_parses, count),
+    (checks.check_viterbi_cky, viterbi_lists),
+    (checks.check_inside, inside_right),
+    (checks.check_parseval, lambda g, p: parseval_with(g, p, extra_key=True)),
+]
+
+
+@pytest.mark.parametrize("check, student", RIGHT)
+def test_right_answers_in_other_forms_pass(check, student, capsys):
+    check(student)
+    check(student, hidden=True)
+    assert "cases pass" in capsys.readouterr().out
+
+
+MISTAKES = [
+    (checks.check_leftmost_derivation, lambda t: derivation(t, rightmost=True), "rightmost"),
+    (checks.check_leftmost_derivation, lambda t: derivation(t, start_form=False), "(root,)"),
+    (checks.check_cky_recognize, lambda r, w, s: cky_table(r, w, s, closure=False), "unit rules"),
+    (
+        checks.check_cky_recognize,
+        lambda r, w, s: cky_table(r, w, s, last_split=False),
+        "split point is missing",
+    ),
+    (checks.check_count_parses, lambda r, w, s: count(r, w, s, recognise=True), "recognised"),
+    (checks.check_count_parses, lambda r, w, s: count(r, w, s, add=True), "multiply"),
+    (checks.check_viterbi_cky, viterbi_with_sum, "summed over all trees"),
+    (checks.check_inside, inside_max, "best tree's"),
+    (checks.check_inside, inside_probabilities, "underflowed"),
+    (checks.check_parseval, lambda g, p: parseval_with(g, p, preterminals=True), "preterminals"),
+    (checks.check_parseval, lambda g, p: parseval_with(g, p, labelled=False), "labels"),
+    (checks.check_parseval, lambda g, p: parseval_with(g, p, sets=True), "multiset"),
+]
+
+
+@pytest.mark.parametrize("check, student, message", MISTAKES)
+def test_each_mistake_is_named(check, student, message):
+    with pytest.raises(CheckFailed, match="likely mistake") as err:
+        check(student, hidden=True)
+    assert message in str(err.value)
+
+
+def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_count_parses(lambda rules, words, start: 7)
+    text = str(err.value)
+    assert "case 1 of" in text and "words = ['a', 'a', 'a']" in text
+    assert "expected: 2" in text and "got:      7" in text
+
+
+def test_calling_the_reference_scores_nothing():
+    with pytest.raises(CheckFailed, match="switched off"):
+        checks.check_inside(lambda rules, words: parsing.inside(rules, words))
+    with pytest.raises(CheckFailed, match="switched off"):
+        checks.check_cky_recognize(parsing.cky_recognize)
+
+
+def test_a_missing_function_is_reported():
+    def not_written(*args):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not written yet"):
+        checks.check_viterbi_cky(not_written)
