@@ -16,6 +16,29 @@ setup() {
     fi
     "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
     "$PY" -m nlpcourse.data  # fetches the Brown corpus once into ~/.cache/nlpcourse (or $NLPCOURSE_DATA)
+    browser
+}
+
+# The headless browser of tests/test_browser.py: Debian's chromium, driven by pip's playwright
+# (`playwright install` downloads its own browser, which these machines cannot). Installed with
+# apt-get where it can be; otherwise the browser test is skipped and says why.
+browser() {
+    if [ -x /usr/bin/chromium ]; then
+        return
+    fi
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo -n"
+    fi
+    if command -v apt-get >/dev/null \
+        && $sudo apt-get update -qq >/dev/null 2>&1 \
+        && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null 2>&1; then
+        echo "installed chromium for the browser test"
+    else
+        echo "NOTE: could not install chromium with apt-get (needs Debian/Ubuntu and root or" \
+            "sudo); tests/test_browser.py will be skipped. Install it with:" \
+            "sudo apt-get install chromium" >&2
+    fi
 }
 
 # nbgrader and jupyter-book call scripts (alembic, jupyter) that live beside the venv's python
