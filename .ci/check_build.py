@@ -91,7 +91,8 @@ def read_notebook(path: Path):
 def glue_keys_used(text: str) -> set[str]:
     """The glue keys a page's text shows (``key:.2f`` -> ``key``)."""
     keys = set(GLUE_ROLE.findall(text)) | set(GLUE_DIRECTIVE.findall(text))
-    return {key.split(":")[0].strip() for key in keys}
+    # a key glued from another page ("page::key") is that page's business
+    return {key.split(":")[0].strip() for key in keys if "::" not in key}
 
 
 def glue_keys_stored(notebook) -> set[str]:
