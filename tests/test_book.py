@@ -1,85 +1,177 @@
-"""The book builds with no cell error and no Sphinx warning, and its pages show measured results.
+"""The built book shows what its chapters measured, checked value by value, by name.
 
-The build uses Jupyter Book's execution cache in ``_build/``, so after a first build only changed
-chapters are executed again.
+Every number in a chapter's prose is glued: a cell calls ``keep("name", value)``
+(:mod:`nlpcourse.book`, myst-nb's ``glue``) and the text shows ``{glue:text}`name:.1f```. These
+tests read the glued values themselves, by name, from the executed notebooks that the build leaves
+in its execution cache (``_build/.jupyter_cache``, matched to each chapter's current code the way
+``.ci/check_build.py`` does), instead of searching the rendered text, where a pattern such as
+"323" matches any 323 anywhere on the page. Because the prose and the tables read the same glued
+value, an assertion on the value is an assertion on what the page says.
+
+Each assertion compares a value with something independent of the chapter's code where one exists
+(brute force, arithmetic, the corpus counted directly, a published figure) and otherwise with the
+claim the prose makes about it (a model beats its baseline, a gradient vanishes).
+
+The book is built once per test session by the ``book_build`` fixture of ``tests/conftest.py``
+(``jupyter-book build . -W -n --keep-going`` and ``.ci/check_build.py``, which already fails on a
+cell error, a Sphinx warning or a glued value the text uses but no cell stored).
 """
 
-import html
+from __future__ import annotations
+
+import ast
 import itertools
+import math
 import re
-import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
 from nlpcourse.data import brown_split
 
 REPO = Path(__file__).resolve().parent.parent
-HTML = REPO / "_build" / "html"
+GLUE_MIME = "application/papermill.record/text/plain"  # myst-nb's glue(..., display=False)
+
+sys.path.insert(0, str(REPO / ".ci"))
+import check_build  # noqa: E402
 
 
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for entry in toc.get("chapters", []) + [c for p in toc.get("parts", []) for c in p["chapters"]]:
-        files.append(entry["file"])
-    return files
+def parse_glued(text: str) -> Any:
+    """A glued value from its ``repr``: numbers, strings, lists; ``nan`` and ``inf`` too."""
+    special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+    if text in special:
+        return special[text]
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a repr that is not a literal: compare it as text
+
+
+def glued_values(notebook) -> dict[str, Any]:
+    """``{name: value}`` for every value a notebook's cells glued."""
+    values = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            data = output.get("data", {})
+            if name and (GLUE_MIME in data or "text/plain" in data):
+                values[name] = parse_glued(data.get(GLUE_MIME, data.get("text/plain")))
+    return values
+
+
+class Page:
+    """A chapter's glued values, read from the execution cache; ``page["name"]`` fails with a
+    message that names the page and the missing value."""
+
+    def __init__(self, page: str, build: Path):
+        from jupyter_cache import get_cache
+
+        path = check_build.source_of(page)
+        notebook = check_build.read_notebook(path)
+        try:
+            get_cache(str(build / ".jupyter_cache")).match_cache_notebook(notebook)
+        except KeyError:
+            pytest.fail(f"{page}: no successful execution of its current code in the cache")
+        _, executed = get_cache(str(build / ".jupyter_cache")).merge_match_into_notebook(notebook)
+        self.name, self.values = page, glued_values(executed)
+        self.html = build / "html" / f"{page}.html"
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.values:
+            pytest.fail(
+                f"{self.name} glues no value named {name!r}; it glues {sorted(self.values)}"
+            )
+        return self.values[name]
+
+    def figures(self) -> list[Path]:
+        """The PNG figures the built page shows, each checked to exist."""
+        page = self.html.read_text()
+        figures = [
+            (self.html.parent / src).resolve()
+            for src in re.findall(r'<img [^>]*src="([^"]+\.png)"', page)
+        ]
+        for figure in figures:
+            assert figure.is_file(), f"{self.name}: missing figure {figure}"
+        return figures
+
+
+class Pages:
+    """The executed chapters of the build, each read when a test first asks for it."""
+
+    def __init__(self, build: Path):
+        self.build, self.read = build, {}
+        self.names = [page for page, _ in check_build.executed_pages()]
+
+    def __getitem__(self, name: str) -> Page:
+        if name not in self.names:
+            pytest.fail(f"{name} is not an executed page of _toc.yml: {self.names}")
+        if name not in self.read:
+            self.read[name] = Page(name, self.build)
+        return self.read[name]
 
 
 @pytest.fixture(scope="module")
-def build():
-    jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    result = subprocess.run(
-        [str(jupyter_book), "build", ".", "-W", "-n", "--keep-going"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    output = result.stdout + result.stderr
-    warnings = [line for line in output.splitlines() if "WARNING" in line and "TCP" not in line]
-    assert result.returncode == 0, "the book build failed:\n" + "\n".join(warnings or [output])
-    return output
+def pages(book_build) -> Pages:
+    return Pages(book_build.build)
 
 
-def page_text(name: str) -> str:
-    raw = (HTML / f"{name}.html").read_text()
-    return html.unescape(re.sub(r"<[^>]+>", " ", raw))
+def test_parse_glued():
+    assert parse_glued("0.25") == 0.25 and parse_glued("3") == 3
+    assert parse_glued("'PPSS NN TO VB'") == "PPSS NN TO VB"
+    assert math.isnan(parse_glued("nan")) and parse_glued("-inf") == -math.inf
+    assert parse_glued("tensor(1.)") == "tensor(1.)"
 
 
 @pytest.mark.slow
 @pytest.mark.corpus
-def test_every_chapter_is_rendered_without_errors(build):
-    for name in toc_files():
-        text = page_text(name)
-        assert "Traceback" not in text, f"{name} shows a traceback"
-        assert "NotImplementedError" not in text
+def test_every_executed_chapter_glues_values(pages):
+    for name in pages.names:
+        assert pages[name].values, (
+            f"{name} is executed but glues no value: its numbers are typed by hand?"
+        )
+
+
+def brown_test_counts() -> tuple[int, int]:
+    """Tokens and sentences of the test split, counted from the corpus directly."""
+    _, _, test = brown_split()
+    return sum(map(len, test)), len(test)
 
 
 @pytest.mark.slow
 @pytest.mark.corpus
-def test_ngram_chapter_shows_measured_results(build):
-    text = page_text("book/ngrams")
-    # the worked example, computed by the package
-    assert re.search(r"P\(NLP \| <s>\)\s+0\.3333\s+1/3", text)
-    # the perplexity table: every method, orders 1-4, finite numbers from the run
-    for method in ["MLE", "Laplace (add-1)", "interpolated (EM)", "Kneser-Ney"]:
-        assert method in text
-    row = re.search(r"Kneser-Ney \(d=[\d.]+\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", text)
-    assert row, "the Kneser-Ney row of the perplexity table is missing"
-    unigram, bigram, trigram, _ = map(float, row.groups())
-    assert trigram < bigram < unigram
-    # the prose quotes the number the table shows (glued from the executed cell)
-    quoted = re.search(r"Our interpolated Kneser-Ney\s+trigram scores\s+([\d.]+)", text)
-    assert quoted and float(quoted.group(1)) == trigram
-    images = list((HTML / "_images").glob("*.png"))
-    assert len(images) >= 3, "the chapter's figures are missing"
+def test_ngram_chapter_shows_measured_results(pages):
+    page = pages["book/ngrams"]
+    tokens, sentences = brown_test_counts()
+    assert page["n_test_tokens"] == tokens
+    # </s> is predicted once per sentence: its share of the test predictions
+    assert page["eos_share"] == pytest.approx(sentences / (tokens + sentences))
+    # the Bengio vocabulary: words seen >= 4 times in training, counted here from the corpus
+    train, _, _ = brown_split()
+    counts = Counter(w for s in train for w in s)
+    frequent = sum(c >= 4 for c in counts.values())
+    assert page["bengio_vocab"] == frequent + 2, "|V|: words seen >= 4 times, </s> and <unk>"
+    # higher orders see more unseen n-grams
+    assert 0 < page["unseen_bigram_pct"] < page["unseen_trigram_pct"] < 100
+    # perplexity is exp of the cross-entropy
+    assert page["sent_ppl"] == pytest.approx(math.exp(page["sent_H"]))
+    # the results the prose states: Kneser-Ney beats interpolation and Laplace at the trigram,
+    # the 4-gram gains little, and the ratio to Bengio et al.'s 323 (their Table 1) is the quotient
+    kn3, kn4 = page["kn3_test"], page["kn4_test"]
+    assert 1 < kn3 < page["interp3_test"] < page["laplace3_test"]
+    assert page["best_test"] <= min(kn3, kn4)
+    assert page["kn_gain_3_to_4"] == pytest.approx(kn3 - kn4)
+    assert page["kn3_vs_bengio"] == pytest.approx(kn3 / 323)
+    assert page["laplace_bigram_valid"] >= page["best_k_bigram_valid"]
+    assert len(page.figures()) >= 3, "the chapter's figures are missing"
 
 
-def exam_brute_force() -> tuple[list[str], float, float]:
+def exam_brute_force() -> tuple[list[str], float, float, int]:
     """The "I go to school" exam tables of chapter 2, solved by enumerating all 4^4 tag sequences:
-    the best sequence, its probability and the sum over all sequences (P of the words)."""
+    the best sequence, its probability, the sum over all sequences (P of the words), and how many
+    sequences have a non-zero probability."""
     tags = ["VB", "TO", "NN", "PPSS"]
     start = [0.19, 0.43, 0.41, 0.67]
     trans = [[0.38, 0.35, 0.47, 0.70], [0.83, 0, 0.47, 0], [0.40, 0.16, 0.87, 0.45],
@@ -91,114 +183,90 @@ def exam_brute_force() -> tuple[list[str], float, float]:
         for t in range(1, 4):
             p *= trans[seq[t - 1]][seq[t]] * emit[t][seq[t]]
         scores[seq] = p
-    best = max(scores, key=scores.get)
-    return [tags[j] for j in best], scores[best], sum(scores.values())
+    best = max(scores, key=scores.__getitem__)
+    nonzero = sum(p > 0 for p in scores.values())
+    return [tags[j] for j in best], scores[best], sum(scores.values()), nonzero
 
 
 @pytest.mark.slow
 @pytest.mark.corpus
-def test_hmm_chapter_shows_measured_results(build):
-    text = " ".join(page_text("book/hmm").split())
-    # the worked Viterbi example: the best sequence and its probability, against brute force
-    best_tags, best_prob, total = exam_brute_force()
-    shown = re.search(r"The best sequence is (\w+ \w+ \w+ \w+) , with .{0,40}?= ([\d.]+)", text)
-    assert shown, "the best sequence of the exam example is missing"
-    assert shown.group(1).split() == best_tags == ["PPSS", "NN", "TO", "VB"]
-    assert float(shown.group(2)) == pytest.approx(best_prob, rel=1e-4)
-    forward = re.search(r"by the forward algorithm: ([\d.e-]+)", text)
-    assert forward and float(forward.group(1)) == pytest.approx(total, rel=1e-9)
-    # the reading a human gives is ranked below it, and the page says so
-    assert re.search(r"PPSS VB TO NN , is only number [2-9]", text)
+def test_hmm_chapter_shows_measured_results(pages):
+    page = pages["book/hmm"]
+    # the worked Viterbi example, against brute force over all 256 tag sequences
+    best_tags, best_prob, total, nonzero = exam_brute_force()
+    assert page["exam_best_tags"].split() == best_tags == ["PPSS", "NN", "TO", "VB"]
+    assert page["exam_best_prob"] == pytest.approx(best_prob, rel=1e-9)
+    assert page["exam_likelihood"] == pytest.approx(total, rel=1e-9)
+    assert page["exam_brute_likelihood"] == pytest.approx(total, rel=1e-9)
+    assert page["n_nonzero"] == nonzero
+    # the reading a human gives is not the best one
+    assert page["right_rank"] >= 2 and page["right_prob"] < best_prob
     # the girl/sleep emissions under the stated assumption: 8 / (8 + 2) and 6 / (4 + 6)
-    assert re.search(r"P\(girl \| tag\) 0\.8 0\.4 P\(sleep \| tag\) 0\.2 0\.6", text)
+    assert page["p_girl_noun"] == pytest.approx(0.8)
+    assert page["p_sleep_verb"] == pytest.approx(0.6)
     # accuracies: universal >= 95% and above the baseline; Brown tags above their baseline
-    acc = re.search(
-        r"the HMM is right on ([\d.]+)% of the test tokens, against ([\d.]+)% for the "
-        r"most-frequent-tag baseline; with the (\d+) Brown tags, on ([\d.]+)% against ([\d.]+)%",
-        text,
-    )
-    assert acc, "the accuracy sentence is missing"
-    hmm_u, base_u, n_tags, hmm_b, base_b = map(float, acc.groups())
-    assert hmm_u >= 95.0 and hmm_u > base_u and hmm_b > base_b and n_tags > 100
-    # the table agrees with the prose, and known words are tagged better than unknown ones
-    row = re.search(r"universal bigram HMM ([\d.]+) ([\d.]+) ([\d.]+)", text)
-    assert row, "the results table is missing"
-    everything, known, unknown = map(float, row.groups())
-    assert everything == pytest.approx(hmm_u / 100, abs=1e-4) and known > everything > unknown
+    hmm_u, base_u = page["acc_universal_bigram_all"], page["acc_universal_most_all"]
+    hmm_b, base_b = page["acc_Brown_bigram_all"], page["acc_Brown_most_all"]
+    assert hmm_u >= 0.95 and hmm_u > base_u and hmm_b > base_b
+    assert page["n_tags_Brown"] > 100 and page["n_tags_universal"] <= 12
+    # known words are tagged better than unknown ones
+    assert page["acc_universal_bigram_known"] > hmm_u > page["acc_universal_bigram_unknown"]
+    # the gap to TnT's 96.7% (Brants, 2000) is the difference of the two
+    assert page["gap_universal"] == pytest.approx(96.7 - 100 * hmm_u)
     # underflow: the longest test sentence, and a product that reaches 0 before its end
     _, _, test = brown_split(tagged=True, tagset="universal")
-    longest = max(map(len, test))
-    under = re.search(r"below the smallest float at word (\d+) of (\d+)", text)
-    assert under and int(under.group(2)) == longest and int(under.group(1)) < longest
-    # Baum-Welch raises the log likelihood
-    em = re.search(r"rises from (-[\d.]+) to (-[\d.]+)", text)
-    assert em and float(em.group(1)) < float(em.group(2))
-    # the published comparison and the figures (trellis, EM curve, confusion matrix)
-    assert "Brants, 2000" in text and "96.7%" in text
-    page = (HTML / "book" / "hmm.html").read_text()
-    images = re.findall(r'<img [^>]*src="([^"]+\.png)"', page)
-    assert len(images) >= 3, "the chapter's figures are missing"
-    for src in images:
-        assert (HTML / "book" / src).resolve().is_file(), f"missing figure {src}"
+    assert page["n_test_tokens"] == sum(map(len, test))
+    assert page["long_len"] == max(map(len, test))
+    assert page["first_zero"] < page["long_len"]
+    assert page["long_log10"] == pytest.approx(page["long_logprob"] / math.log(10))
+    # Baum-Welch never lowers the likelihood
+    assert page["em_first"] < page["em_last"] and page["em_min_step"] > -1e-6
+    assert len(page.figures()) >= 3, "the chapter's figures are missing"
 
 
 @pytest.mark.slow
 @pytest.mark.corpus
-def test_rnn_chapter_shows_measured_results(build):
-    text = " ".join(page_text("book/rnn").split())
-    number = r"([-+\d.e]+)"
+def test_rnn_chapter_shows_measured_results(pages):
+    page = pages["book/rnn"]
     # the BPTT gradient check against finite differences
-    check = re.search(
-        r"(\d+) gradient entries checked; largest relative difference " + number, text
-    )
-    assert check and int(check.group(1)) > 0 and float(check.group(2)) < 1e-5
+    assert page["bptt_n_checked"] > 0 and page["bptt_rel_err"] < 1e-5
     # the derivative bounds: max tanh' = 1 and max sigmoid' = 1/4
-    assert re.search(r"max tanh'\(a\) = 1\.000000", text)
-    assert re.search(r"max sigmoid'\(a\) = 0\.250000", text)
-    # gradient norms at T - k = 1, 10, 25, 50, 100: the RNN vanishes, the scaled RNN explodes,
-    # and the LSTM keeps more of the gradient at the largest distance than the tanh RNN
-    rows = {}
-    for name in ["tanh RNN", "tanh RNN, ρ(W_hh) = 3", "LSTM", "LSTM, forget bias 3"]:
-        row = re.search(re.escape(name) + r" " + r" ".join([number] * 5), text)
-        assert row, f"the gradient-norm row {name!r} is missing"
-        rows[name] = [float(v) for v in row.groups()]
-    assert rows["tanh RNN"][-1] < 1e-6 < 1e3 < rows["tanh RNN, ρ(W_hh) = 3"][-1]
-    assert rows["LSTM"][-1] > rows["tanh RNN"][-1]
-    assert rows["LSTM, forget bias 3"][-1] > rows["LSTM"][-1]
-    # the forget-gate argument: the direct-path Jacobian is diag(f_{k+1} ... f_T)
-    gates = re.search(r"f_5 \* \.\.\. \* f_12 \(one per unit\): \[([^\]]+)\]", text)
-    diagonal = re.search(r"diagonal of dc_12/dc_4, direct path: \[([^\]]+)\]", text)
-    assert gates and diagonal and gates.group(1).split() == diagonal.group(1).split()
-    agree = re.search(r"largest difference " + number + r": the two agree", text)
-    assert agree and float(agree.group(1)) < 1e-12
+    assert page["max_dtanh"] == pytest.approx(1.0, abs=1e-6)
+    assert page["max_dsigmoid"] == pytest.approx(0.25, abs=1e-6)
+    # gradient norms after 100 steps: the RNN vanishes, the scaled RNN explodes, and the LSTM
+    # keeps more of the gradient than the tanh RNN, more still with a forget bias of 3
+    rnn, exploding = page["rnn_norm_100"], page["exploding_norm_100"]
+    assert rnn < 1e-6 < 1e3 < exploding
+    assert rnn < page["lstm_norm_100"] < page["lstm3_norm_100"]
+    assert page["rnn_rate"] == pytest.approx(rnn ** (1 / 100))
+    # the forget-gate argument: the direct-path Jacobian is the product of the forget gates
+    assert page["forget_agree"] == "agree" and page["forget_diff"] < 1e-12
     # torch.nn.GRU is torch's form of the reset gate, not the textbook's
-    gru = re.search(r"max \|ours − torch\.nn\.GRU\| torch " + number + " textbook " + number, text)
-    assert gru and float(gru.group(1)) < 1e-12 < 1e-3 < float(gru.group(2))
-    # test perplexities: three recurrent models and Kneser-Ney, finite, better than uniform
-    table = {}
-    for name in ["tanh RNN", "GRU", "LSTM", r"Kneser-Ney trigram \(d=[\d.]+\)"]:
-        row = re.search(name + r" ([\d.]+) ([\d,]+) ", text)
-        assert row, f"the test perplexity of {name} is missing"
-        table[name] = float(row.group(1))
-    vocab = re.search(r"\|V\| = ([\d,]+);", text)
-    assert vocab
-    for name, ppl in table.items():
-        assert 1 < ppl < int(vocab.group(1).replace(",", "")), (name, ppl)
-    # the prose quotes the numbers the table shows (glued from the executed cell)
-    quoted = re.search(
-        r"On the test sample the tanh RNN scores ([\d.]+) , the GRU ([\d.]+) "
-        r"and the LSTM ([\d.]+)",
-        text,
-    )
-    assert quoted and [float(v) for v in quoted.groups()] == [
-        table["tanh RNN"],
-        table["GRU"],
-        table["LSTM"],
-    ]
-    assert "323" in text and "252" in text  # Bengio et al. (2003), Table 1
-    # the figures: gradient norms, the LSTM cell, the learning curves
-    page = (HTML / "book" / "rnn.html").read_text()
-    images = re.findall(r'<img [^>]*src="([^"]+\.png)"', page)
-    assert len(images) >= 3, "the chapter's figures are missing"
-    for src in images:
-        assert (HTML / "book" / src).resolve().is_file(), f"missing figure {src}"
+    assert page["gru_torch_diff"] < 1e-12 < 1e-3 < page["gru_textbook_diff"]
+    # the vocabulary: words seen >= 4 times in training, plus </s> and <unk>, counted here
+    train, _, _ = brown_split()
+    counts = Counter(w for s in train for w in s)
+    assert page["V"] == sum(c >= 4 for c in counts.values()) + 2
+    assert page["n_train_pred"] == sum(map(len, train)) + len(train)
+    # teacher forcing: every update trains on B x T predictions
+    assert page["lm_train_words"] == page["lm_steps"] * page["lm_batch"] * page["lm_bptt"]
+    assert page["lm_epoch_share"] == pytest.approx(page["lm_train_words"] / page["n_train_pred"])
+    # an untrained model is close to a uniform guess over V
+    assert 0.5 * page["V"] < page["lm_step0_ppl"] < 2 * page["V"]
+    # test perplexities: finite, better than uniform, and Kneser-Ney ahead in this budget
+    kn = page["kn_test_sub"]
+    for cell in ("rnn", "gru", "lstm"):
+        assert 1 < kn < page[f"lm_test_{cell}"] < page["V"], cell
+        assert page[f"lm_valid_{cell}"] < page["lm_step0_ppl"], cell
+    assert page["bengio_ratio"] == pytest.approx(252 / 323)  # Bengio et al. (2003), Table 1
+    assert page["lstm_vs_kn"] == pytest.approx(page["lm_test_lstm"] / kn)
+    assert len(page.figures()) >= 3, "the chapter's figures are missing"
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_chapters_agree_on_the_shared_numbers(pages):
+    """Chapters 1 and 4 use one split and one vocabulary rule, so their numbers can be compared."""
+    ngrams, rnn = pages["book/ngrams"], pages["book/rnn"]
+    assert rnn["V"] == ngrams["bengio_vocab"]
+    assert rnn["n_test_full"] == ngrams["n_test_tokens"] + brown_test_counts()[1]
