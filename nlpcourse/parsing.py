@@ -1131,6 +1131,15 @@ class _Tables:
         self.by_lhs = _padded_groups(self.A, N, R)  # (N, R_max)
         self.by_left = _padded_groups(self.B, N, R)  # (N, R_max)
         self.by_right = _padded_groups(self.C, N, R)  # (N, R_max)
+        # the distinct children pairs (B, C): many rules share one (Viterbi scores each pair once)
+        pairs = sorted(set(zip(self.B.tolist(), self.C.tolist(), strict=True)))
+        pair_id = {pair: q for q, pair in enumerate(pairs)}
+        self.pair_B = np.array([b for b, _ in pairs], dtype=int)  # (Q,)
+        self.pair_C = np.array([c for _, c in pairs], dtype=int)  # (Q,)
+        self.pair_of_rule = np.array(
+            [pair_id[(b, c)] for b, c in zip(self.B.tolist(), self.C.tolist(), strict=True)],
+            dtype=int,
+        )  # (R,)
         self.lexical: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
         for k, r in enumerate(cnf.cnf_rules):
             if len(r.rhs) == 1:
@@ -1322,15 +1331,20 @@ def viterbi_cky(
     delta[np.arange(n), np.arange(1, n + 1)] = word_best
     binary = np.array(tab.binary + [-1])  # index into cnf_rules of each binary rule, -1: none
     for length in range(2, n + 1):
-        scores, I, _ = _span_scores(delta, tab, length, n)  # (n_i, m, R)
-        best_split = np.argmax(scores, axis=1)  # (n_i, R): the best split of each rule
-        per_rule = np.take_along_axis(scores, best_split[:, None, :], 1)[:, 0]  # (n_i, R)
+        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
+        M = np.arange(1, length)[None, :]  # (1, m) split offsets
+        # the best split of each children pair (B, C) does not depend on the rule's probability
+        children = delta[I, I + M][..., tab.pair_B] + delta[I + M, I + length][..., tab.pair_C]
+        pair_split = np.argmax(children, axis=1)  # (n_i, Q): children is (n_i, m, Q)
+        pair_best = np.take_along_axis(children, pair_split[:, None, :], 1)[:, 0]  # (n_i, Q)
+        best_split = pair_split[:, tab.pair_of_rule]  # (n_i, R): the best split of each rule
+        per_rule = pair_best[:, tab.pair_of_rule] + tab.logp  # (n_i, R)
         grouped = _with_pad(per_rule)[:, tab.by_lhs]  # (n_i, N, R_max)
         slot = np.argmax(grouped, axis=2)  # (n_i, N): the best rule of each nonterminal
         rule = tab.by_lhs[np.arange(N)[None, :], slot]  # (n_i, N) index into the binary rules
         starts = I[:, 0]
         delta[starts, starts + length] = np.take_along_axis(grouped, slot[..., None], 2)[..., 0]
-        padded = np.concatenate([best_split, np.zeros_like(best_split[:, :1])], axis=1)
+        padded = np.concatenate([best_split, np.zeros((len(best_split), 1), dtype=int)], axis=1)
         split = np.take_along_axis(padded, rule, 1)  # (n_i, N): the best rule's split
         backptr_split[starts, starts + length] = starts[:, None] + 1 + split
         backptr_rule[starts, starts + length] = binary[rule]

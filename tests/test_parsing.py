@@ -650,3 +650,11 @@ def test_plain_rules_give_the_pcfg_answers():
     assert (str(best), logp) == (str(g.viterbi(words)[0]), pytest.approx(g.viterbi(words)[1]))
     gold = [EXAM_TUPLE, str(as_tree(EXAM_TUPLE))]
     assert parseval(gold, gold)["f1"] == 1.0
+
+
+def test_a_grammar_without_binary_rules():
+    g = PCFG.fromstring("S -> 'a' [0.25] | 'b' [0.75]")
+    assert g.viterbi(["a", "b"]) == (None, -math.inf)
+    assert g.inside(["a", "b"]) == -math.inf
+    best, logp = g.viterbi(["b"])
+    assert str(best) == "(S b)" and logp == pytest.approx(math.log(0.75))
