@@ -64,6 +64,8 @@ def unique_scripts(app: Sphinx, pagename: str, templatename: str, context: dict,
 
 def last_names(persons) -> str:
     names = [Text.from_latex(" ".join(p.last_names)).render_as("text") for p in persons]
+    if not names:
+        return ""
     if len(names) == 1:
         return names[0]
     if len(names) == 2:
@@ -77,7 +79,8 @@ class AuthorYearLabels(BaseLabelStyle):
     def format_labels(self, sorted_entries):
         for entry in sorted_entries:
             persons = entry.persons.get("author") or entry.persons.get("editor") or []
-            yield f"{last_names(persons)}, {entry.fields.get('year', 'n.d.')}"
+            who = last_names(persons) or entry.fields.get("organization") or entry.key
+            yield f"{who}, {entry.fields.get('year', 'n.d.')}"
 
 
 class AuthorYearStyle(PlainStyle):
