@@ -77,10 +77,17 @@ class AuthorYearLabels(BaseLabelStyle):
     """A reference's label is its citation: "Kneser and Ney, 1995", "Bengio et al., 2003"."""
 
     def format_labels(self, sorted_entries):
+        labels = []
         for entry in sorted_entries:
             persons = entry.persons.get("author") or entry.persons.get("editor") or []
             who = last_names(persons) or entry.fields.get("organization") or entry.key
-            yield f"{who}, {entry.fields.get('year', 'n.d.')}"
+            labels.append(f"{who}, {entry.fields.get('year', 'n.d.')}")
+        seen: dict[str, int] = {}
+        for label in labels:  # two references with one label: "Bengio et al., 2003a", "...b"
+            if labels.count(label) > 1:
+                seen[label] = seen.get(label, 0) + 1
+                label += "abcdefghijklmnopqrstuvwxyz"[seen[label] - 1]
+            yield label
 
 
 class AuthorYearStyle(PlainStyle):
