@@ -1,0 +1,101 @@
+"""How much work each cell of a chapter does: CPU seconds per cell, against the build's budget.
+
+A chapter must execute in about 2 minutes on 2 idle CPU cores, and every cell with a margin of at
+least 5x under the build's cell timeout (``execute.timeout`` in ``_config.yml``, 300 s), so that a
+busy machine slows the build but never breaks it (CONTRIBUTING.md, "A chapter"). Wall-clock time on
+a shared machine measures the machine; this script measures the work: it runs the chapter's code
+cells in order in one Python process, with torch held to one thread, and reports each cell's
+process (CPU) time, which on an idle core is about its wall time (and an upper bound for the two
+threads the chapters use).
+
+Usage, from the repository root::
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/chapter_budget.py book/rnn.md [book/x.md ...]
+
+Cells run from ``book/`` as in the build; glued values are computed but not stored, figures are
+drawn off screen, and IPython magics (lines starting with ``%`` or ``!``) are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_MARGIN = 5  # each cell at least this many times under the cell timeout
+CHAPTER_BUDGET_S = 120  # about 2 minutes for a whole chapter on an idle machine
+
+
+def cell_timeout() -> float:
+    import yaml
+
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    return float(config.get("execute", {}).get("timeout", 30))
+
+
+def run_chapter(path: Path) -> list[tuple[int, float, float, str]]:
+    """``(cell number, CPU seconds, wall seconds, first line)`` for each code cell of ``path``."""
+    import jupytext
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import torch
+
+    torch.set_num_threads(1)
+    set_threads = torch.set_num_threads
+    torch.set_num_threads = lambda n: None  # the chapter asks for 2: measure the work on one
+    import myst_nb
+    from IPython.display import display
+
+    glue = myst_nb.glue
+    myst_nb.glue = lambda name, value, display=True: None  # computed by the cell, not stored
+    notebook = jupytext.read(path)
+    namespace = {"__name__": "__main__", "display": display}
+    here = os.getcwd()
+    os.chdir(path.parent)
+    rows = []
+    try:
+        for number, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code":
+                continue
+            lines = cell.source.splitlines()
+            source = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+            cpu, wall = time.process_time(), time.perf_counter()
+            exec(compile(source, f"{path.name}, cell {number}", "exec"), namespace)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            first = next((line for line in lines if line.strip()), "")[:60]
+            rows.append((number, cpu, wall, first))
+            print(f"  cell {number:3d}: {cpu:7.2f} s CPU {wall:8.2f} s wall  | {first}", flush=True)
+    finally:
+        os.chdir(here)
+        torch.set_num_threads, myst_nb.glue = set_threads, glue
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("pages", nargs="+", type=Path, help="chapters, e.g. book/rnn.md")
+    args = parser.parse_args(argv)
+    timeout = cell_timeout()
+    status = 0
+    for page in args.pages:
+        print(f"{page}:")
+        rows = run_chapter(page.resolve())
+        total = sum(cpu for _, cpu, _, _ in rows)
+        number, largest, _, first = max(rows, key=lambda row: row[1])
+        margin = timeout / max(largest, 1e-9)
+        print(
+            f"{page}: {total:.1f} s CPU in all (budget about {CHAPTER_BUDGET_S} s); largest cell "
+            f"{number} ({first!r}) {largest:.1f} s, {margin:.0f}x under the {timeout:.0f} s timeout"
+        )
+        if margin < TARGET_MARGIN or total > CHAPTER_BUDGET_S:
+            print(f"{page}: OVER BUDGET", file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
