@@ -1153,7 +1153,9 @@ class _Tables:
         self.logp = logp
         W = np.zeros((N, N, N))  # (N, N, N): [A, B, C]
         np.add.at(W, (self.A, self.B, self.C), np.exp(logp))
-        self.W_in = W.transpose(1, 2, 0).reshape(N * N, N)  # (N*N, N): [(B, C), A]
+        W_pair = np.zeros((len(self.pair_B), N))  # (Q, N): [children pair (B, C), A]
+        np.add.at(W_pair, (self.pair_of_rule, self.A), np.exp(logp))
+        self.W_pair = W_pair
         self.W_out = W.reshape(N, N * N)  # (N, N*N): [A, (B, C)]
         with np.errstate(divide="ignore"):
             self.log_w_min = float(np.log(W[W > 0].min())) if (W > 0).any() else 0.0
@@ -1267,7 +1269,8 @@ def _inside_span_fast(tab: _Tables, left: np.ndarray, right: np.ndarray) -> np.n
     sentence, span and split. With ``left = log(vL) + sL`` and ``right = log(vR) + sR`` (scales
     per span and split), ``sum_k sum_{B, C} P(A -> B C) beta_B(i, k) beta_C(k, j)`` is
     ``exp(s_max) sum_{B, C} W[A, B, C] T[B, C]`` with ``T = sum_k w_k vL_k vR_k^T``,
-    ``w_k = exp(sL_k + sR_k - s_max)``.
+    ``w_k = exp(sL_k + sR_k - s_max)``; the sum runs over the pairs ``(B, C)`` that some rule
+    has (``W_pair``).
     """
     vL, sL, low_l = _scaled(left)  # (B, n_i, m, N), (B, n_i, m, 1)
     vR, sR, low_r = _scaled(right)
@@ -1277,7 +1280,7 @@ def _inside_span_fast(tab: _Tables, left: np.ndarray, right: np.ndarray) -> np.n
     if low_l + low_r + low_w + tab.log_w_min < SAFE_EXPONENT:
         return None
     T = np.matmul(_contiguous((vL * w[..., None]).swapaxes(-1, -2)), vR)  # (B, n_i, N, N)
-    u = T.reshape(T.shape[:-2] + (-1,)) @ tab.W_in  # (B, n_i, N)
+    u = T[..., tab.pair_B, tab.pair_C] @ tab.W_pair  # (B, n_i, Q) @ (Q, N) -> (B, n_i, N)
     return _log(u) + s_max
 
 
