@@ -16,12 +16,12 @@ The model (:class:`Seq2Seq`)::
     k_j = [h_j^fwd ; h_j^bwd]                  encoder states (keys), (B, S, D)      (s2s-enc)
     s_0 = tanh(W_init [h_S^fwd ; h_1^bwd])     the decoder's first state             (s2s-init)
     s_t = GRU_dec(Emb_y(y_{t-1}), s_{t-1})      decoder state (query), (B, H)         (s2s-dec)
-    score(s_t, k_j) = s_t . k_j                 dot product                           (att-dot)
-                    = s_t^T W k_j               bilinear / multiplicative             (att-bilinear)
-                    = v^T tanh(W_1 s_t + W_2 k_j)   additive (Bahdanau)               (att-additive)
-    a_tj = exp(score_tj) / sum_{j' not masked} exp(score_tj')   masked softmax        (att-softmax)
+    score(s_t, k_j) = s_t . k_j                 dot product                           (att-score)
+                    = s_t^T W k_j               bilinear / multiplicative             (att-score)
+                    = v^T tanh(W_1 s_t + W_2 k_j)   additive (Bahdanau)               (att-score)
+    a_tj = exp(score_tj) / sum_{j' not masked} exp(score_tj')   masked softmax        (att-context)
     c_t = sum_j a_tj k_j                        context vector, (B, D)                (att-context)
-    o_t = tanh(W_c [c_t ; s_t]);  P(y_t | y_<t, x) = softmax(W_o o_t)                 (att-out)
+    o_t = tanh(W_c [c_t ; s_t]);  P(y_t | y_<t, x) = softmax(W_o o_t)                 (s2s-dec)
     L = -(1/N) sum_{b, t not padding} log P(y_t | y_<t, x)    teacher forcing         (s2s-loss)
 
 Without attention (``attention="none"``) the context is the same fixed vector for every step,
@@ -38,7 +38,7 @@ hypotheses (the lesson; tested equal). Metrics: :func:`edit_distance` (Levenshte
 Deliberate departures, stated plainly:
 
 * Attention is placed as in Luong et al. (2015): the query is the *current* decoder state ``s_t``
-  and the context enters the output layer (att-out). Bahdanau et al. (2015) use the *previous*
+  and the context enters the output layer (s2s-dec). Bahdanau et al. (2015) use the *previous*
   state ``s_{t-1}`` as the query and feed the context into the recurrent step instead. The three
   scores are offered with the same placement so that only the score differs between them.
 * One GRU layer in each direction (chapter 4's :class:`nlpcourse.rnn.GRU`), each direction
@@ -172,7 +172,7 @@ def make_batches(
 @reference
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last axis of ``scores`` (B, S) where ``mask`` (B, S) is True, eq.
-    (att-softmax); masked positions get exactly 0. A row with no unmasked position is an error."""
+    (att-context); masked positions get exactly 0. A row with no unmasked position is an error."""
     if scores.shape != mask.shape:
         raise ValueError(f"scores {tuple(scores.shape)} and mask {tuple(mask.shape)} differ")
     mask = mask.bool()
@@ -181,50 +181,77 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)  # (B, S)
 
 
+@reference
+def dot_attention(query: Tensor, keys: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Dot-product attention as one function: scores ``s . k_j`` (att-score), the masked softmax
+    (att-context) and the context ``sum_j a_j k_j`` (att-context). ``query`` (B, D), ``keys``
+    (B, S, D), ``mask`` (B, S) -> ``(weights (B, S), context (B, D))``."""
+    scores = (keys * query.unsqueeze(1)).sum(-1)  # (B, S, D) * (B, 1, D) -> (B, S)
+    weights = masked_softmax(scores, mask)  # (B, S)
+    context = (weights.unsqueeze(2) * keys).sum(1)  # (B, S, 1) * (B, S, D) -> (B, D)
+    return weights, context
+
+
+@reference
+def additive_scores(query: Tensor, keys: Tensor, W_1: Tensor, W_2: Tensor, v: Tensor) -> Tensor:
+    """``score_j = v^T tanh(W_1 s + W_2 k_j)``, eq. (att-score), with ``query`` s (B, H),
+    ``keys`` (B, S, D), ``W_1`` (A, H), ``W_2`` (A, D), ``v`` (A,) -> scores (B, S)."""
+    hidden = torch.tanh((query @ W_1.T).unsqueeze(1) + keys @ W_2.T)  # (B, 1, A) + (B, S, A)
+    return hidden @ v  # (B, S, A) @ (A,) -> (B, S)
+
+
 class Attention(nn.Module):
     """What the three attentions share: ``forward(query (B, H), keys (B, S, D), mask (B, S))``
-    returns ``(weights (B, S), context (B, D))``; a subclass defines ``score`` (B, S)."""
+    returns ``(weights (B, S), context (B, D))``. A subclass defines ``scores`` for a block of
+    queries (B, T, H) -> (B, T, S); ``forward`` also takes such a block, so teacher forcing scores
+    all ``T`` decoder states at once without copying the keys ``T`` times."""
 
-    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        """The scores of one query per word: (B, H), (B, S, D) -> (B, S)."""
+        return self.scores(query.unsqueeze(1), keys).squeeze(1)  # (B, 1, S) -> (B, S)
+
     def forward(self, query: Tensor, keys: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        if query.ndim != 2 or keys.ndim != 3 or keys.shape[0] != query.shape[0]:
+        if query.ndim not in (2, 3) or keys.ndim != 3 or keys.shape[0] != query.shape[0]:
             raise ValueError(
                 f"attention expects query (B, H) and keys (B, S, D), got {tuple(query.shape)} "
                 f"and {tuple(keys.shape)}"
             )
-        scores = self.score(query, keys)  # (B, S)
-        weights = masked_softmax(scores, mask)  # (att-softmax), (B, S)
-        context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)  # (att-context), (B, D)
-        return weights, context
+        one = query.ndim == 2
+        q = query.unsqueeze(1) if one else query  # (B, T, H)
+        scores = self.scores(q, keys)  # (B, T, S)
+        weights = masked_softmax(scores, mask.unsqueeze(1).expand_as(scores))  # (att-context)
+        context = torch.bmm(weights, keys)  # (att-context), (B, T, S) x (B, S, D) -> (B, T, D)
+        return (weights.squeeze(1), context.squeeze(1)) if one else (weights, context)
 
 
 class DotAttention(Attention):
-    """``score(s, k_j) = s . k_j``, eq. (att-dot) (needs H = D; no parameters, no scaling)."""
+    """``score(s, k_j) = s . k_j``, eq. (att-score) (needs H = D; no parameters, no scaling)."""
 
-    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         if query.shape[-1] != keys.shape[-1]:
             raise ValueError(
                 f"dot attention needs H = D, got {query.shape[-1]} and {keys.shape[-1]}"
             )
-        return torch.bmm(keys, query.unsqueeze(2)).squeeze(2)  # (B, S, D) x (B, D, 1) -> (B, S)
+        return torch.bmm(query, keys.transpose(1, 2))  # (B, T, H) x (B, D, S) -> (B, T, S)
 
 
 class BilinearAttention(Attention):
-    """``score(s, k_j) = s^T W k_j``, eq. (att-bilinear) (Luong et al.'s "general" score)."""
+    """``score(s, k_j) = s^T W k_j``, eq. (att-score) (Luong et al.'s "general" score)."""
 
     def __init__(self, H: int, D: int):
         super().__init__()
         self.W = nn.Linear(D, H, bias=False)  # W (H, D)
 
-    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         Wk = self.W(keys)  # (B, S, H)
-        return torch.bmm(Wk, query.unsqueeze(2)).squeeze(2)  # (B, S)
+        return torch.bmm(query, Wk.transpose(1, 2))  # (B, T, H) x (B, H, S) -> (B, T, S)
 
 
 class AdditiveAttention(Attention):
-    """``score(s, k_j) = v^T tanh(W_1 s + W_2 k_j)``, eq. (att-additive) (Bahdanau et al.)."""
+    """``score(s, k_j) = v^T tanh(W_1 s + W_2 k_j)``, eq. (att-score) (Bahdanau et al.)."""
 
     def __init__(self, H: int, D: int, A: int | None = None):
         super().__init__()
@@ -233,9 +260,10 @@ class AdditiveAttention(Attention):
         self.W_2 = nn.Linear(D, A, bias=True)  # W_2 (A, D) and the bias inside the tanh
         self.v = nn.Linear(A, 1, bias=False)  # v (A,)
 
-    def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = torch.tanh(self.W_1(query).unsqueeze(1) + self.W_2(keys))  # (B, S, A)
-        return self.v(hidden).squeeze(2)  # (B, S)
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        Ws = self.W_1(query).unsqueeze(2)  # (B, T, 1, A)
+        Wk = self.W_2(keys).unsqueeze(1)  # (B, 1, S, A)
+        return self.v(torch.tanh(Ws + Wk)).squeeze(3)  # (B, T, S, A) -> (B, T, S)
 
 
 def make_attention(kind: str, H: int, D: int) -> Attention | None:
@@ -315,28 +343,26 @@ class Seq2Seq(nn.Module):
     def output(
         self, s: Tensor, keys: Tensor, mask: Tensor, summary: Tensor
     ) -> tuple[Tensor, Tensor | None]:
-        """Decoder states ``s`` (N, H) -> log-probabilities (N, V_y) and attention weights
-        (N, S), eq. (att-out); ``keys`` (N, S, D), ``mask`` (N, S), ``summary`` (N, D) per row."""
+        """Decoder states ``s`` (B, T, H) -> log-probabilities (B, T, V) and attention weights
+        (B, T, S) or None, eq. (s2s-dec), with ``keys`` (B, S, D), ``mask`` (B, S) and the fixed
+        ``summary`` (B, D) of each word."""
         if self.attention is None:
-            weights, context = None, summary  # the fixed context vector, (N, D)
+            weights = None
+            context = summary.unsqueeze(1).expand(-1, s.shape[1], -1)  # the fixed c, (B, T, D)
         else:
-            weights, context = self.attention(s, keys, mask)  # (N, S), (N, D)
-        o = torch.tanh(self.W_c(torch.cat([context, s], dim=1)))  # (att-out), (N, H)
-        logits = self.W_o(o).masked_fill(self.never_output, -math.inf)  # (N, V)
-        return torch.log_softmax(logits, dim=1), weights
+            weights, context = self.attention(s, keys, mask)  # (B, T, S), (B, T, D)
+        o = torch.tanh(self.W_c(torch.cat([context, s], dim=2)))  # (s2s-dec), (B, T, H)
+        logits = self.W_o(o).masked_fill(self.never_output, -math.inf)  # (B, T, V)
+        return torch.log_softmax(logits, dim=2), weights
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher forcing: ``tgt`` (B, T + 1) is ``<s> y_1 .. y_T </s>`` padded; returns the
         log-probabilities (B, T, V) of ``tgt[:, 1:]`` given the true previous phones."""
         keys, mask, s_0, summary = self.encode(src)  # (B, S, D), (B, S), (B, H), (B, D)
-        B, S, D = keys.shape
         y_in = tgt[:, :-1]  # (B, T)
-        T = y_in.shape[1]
         s, _ = self.dec(self.emb_y(y_in).transpose(0, 1), s_0.unsqueeze(0))  # (s2s-dec), (T, B, H)
-        s = s.transpose(0, 1).reshape(B * T, self.H)  # (B*T, H)
-        rows = torch.arange(B).repeat_interleave(T)  # each of the B*T queries' word
-        logp, _ = self.output(s, keys[rows], mask[rows], summary[rows])  # (B*T, V)
-        return logp.view(B, T, self.V_y)  # (B, T, V)
+        logp, _ = self.output(s.transpose(0, 1), keys, mask, summary)  # (B, T, V)
+        return logp
 
     def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Mean negative log-likelihood over the non-padding target phones, eq. (s2s-loss)."""
@@ -351,8 +377,8 @@ class Seq2Seq(nn.Module):
         states (N, H), attention weights (N, S) or None."""
         _, s = self.dec(self.emb_y(y_prev).unsqueeze(0), s_prev.unsqueeze(0))  # (1, N, H)
         s = s[0]  # (N, H)
-        logp, weights = self.output(s, keys, mask, summary)
-        return logp, s, weights
+        logp, weights = self.output(s.unsqueeze(1), keys, mask, summary)  # (N, 1, V), (N, 1, S)
+        return logp.squeeze(1), s, None if weights is None else weights.squeeze(1)
 
     # ----------------------------------------------------------------------------- decoding
     @torch.no_grad()
@@ -487,39 +513,82 @@ def _until_eos(ids: Sequence[int]) -> list[int]:
     return out
 
 
-@torch.no_grad()
-def beam_search_loop(
-    model: Seq2Seq, src: Tensor, beam_size: int = 5, max_len: int = 30, length_penalty: float = 0.0
+Step = Callable[[int, Any], tuple[Tensor, Any]]
+
+
+@reference
+def greedy_decode(step: Step, state: Any, max_len: int) -> list[int]:
+    """Greedy decoding of one output with any conditional model given as a function
+    ``step(y_prev, state) -> (log_probs (V,), new_state)``: start from ``<s>``, take the most
+    probable symbol each step, stop after ``</s>`` (not returned) or ``max_len`` symbols."""
+    ys, y = [], BOS_ID
+    for _ in range(max_len):
+        log_probs, state = step(y, state)  # (V,)
+        y = int(torch.argmax(log_probs))
+        if y == EOS_ID:
+            break
+        ys.append(y)
+    return ys
+
+
+@reference
+def beam_search(
+    step: Step, state: Any, beam_size: int, max_len: int, length_penalty: float = 0.0
 ) -> tuple[list[int], float]:
-    """The same beam search as :meth:`Seq2Seq.beam_search` for one word ``src`` (S,), written as a
-    plain loop that runs the decoder once per hypothesis (the readable version; tested equal)."""
+    """Beam search for one output as a plain loop over hypotheses, with the model given as
+    ``step(y_prev, state) -> (log_probs (V,), new_state)``; the same search as the batched
+    :meth:`Seq2Seq.beam_search` (tested equal). Each step extends every live hypothesis by every
+    symbol with a finite log-probability, keeps the ``beam_size`` best by their summed
+    log-probability (ended hypotheses stay, frozen) and stops when all kept ones have ended.
+    Returns the kept hypothesis with the best ``score / |y|^alpha`` (beam-norm), ``|y|``
+    counting ``</s>``, without its ``</s>``, and that normalised score."""
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
-    model.eval()
-    keys, mask, s_0, summary = model.encode(src.unsqueeze(0))  # (1, S, D), (1, S), (1, H)
-    # a hypothesis: (score, phone ids so far, decoder state, ended?)
-    beam: list[tuple[float, list[int], Tensor, bool]] = [(0.0, [], s_0, False)]
+    # a hypothesis: (summed log-probability, symbols so far, state, ended?)
+    beam: list[tuple[float, list[int], Any, bool]] = [(0.0, [], state, False)]
     for _ in range(max_len):
         candidates = []
         for score, ys, s, ended in beam:
             if ended:
                 candidates.append((score, ys, s, True))  # frozen: kept as it is
                 continue
-            y_prev = torch.tensor([ys[-1] if ys else BOS_ID])
-            logp, s_new, _ = model.step(y_prev, s, keys, mask, summary)  # (1, V), (1, H)
-            for v in range(model.V_y):
-                if logp[0, v] > -math.inf:
-                    candidates.append((score + float(logp[0, v]), ys + [v], s_new, v == EOS_ID))
-        candidates.sort(key=lambda c: -c[0])
+            log_probs, s_new = step(ys[-1] if ys else BOS_ID, s)  # (V,)
+            for v, lp in enumerate(log_probs.tolist()):
+                if lp > -math.inf:
+                    candidates.append((score + lp, ys + [v], s_new, v == EOS_ID))
+        candidates.sort(key=lambda c: -c[0])  # stable: ties keep their order
         beam = candidates[:beam_size]
         if all(ended for *_, ended in beam):
-            break
+            break  # early stopping: every kept hypothesis has ended
 
-    def normalised(h: tuple[float, list[int], Tensor, bool]) -> float:
+    def normalised(h: tuple[float, list[int], Any, bool]) -> float:
         return h[0] / max(len(h[1]), 1) ** length_penalty  # (beam-norm)
 
     best = max(beam, key=normalised)
     return _until_eos(best[1]), normalised(best)
+
+
+@torch.no_grad()
+def model_step(model: Seq2Seq, src: Tensor) -> tuple[Step, Tensor]:
+    """One word ``src`` (S,) as a step function for :func:`greedy_decode` and
+    :func:`beam_search`, with its first state."""
+    model.eval()
+    keys, mask, s_0, summary = model.encode(src.unsqueeze(0))  # (1, S, D), (1, S), (1, H)
+
+    def step(y_prev: int, s: Tensor) -> tuple[Tensor, Tensor]:
+        with torch.no_grad():
+            logp, s_new, _ = model.step(torch.tensor([y_prev]), s, keys, mask, summary)
+        return logp[0], s_new  # (V,), (1, H)
+
+    return step, s_0
+
+
+def beam_search_loop(
+    model: Seq2Seq, src: Tensor, beam_size: int = 5, max_len: int = 30, length_penalty: float = 0.0
+) -> tuple[list[int], float]:
+    """:func:`beam_search` on one word ``src`` (S,) of ``model``: the per-hypothesis loop."""
+    step, s_0 = model_step(model, src)
+    return beam_search(step, s_0, beam_size, max_len, length_penalty)
 
 
 # ====================================================================================== 4. metrics
@@ -543,6 +612,32 @@ def edit_distance(a: Sequence, b: Sequence) -> int:
             )
         previous = current
     return previous[-1]
+
+
+def align(pred: Sequence[str], ref: Sequence[str]) -> list[tuple[str | None, str | None]]:
+    """A minimum-cost alignment of ``pred`` to ``ref`` (the back trace of (edit-dist)): pairs
+    ``(p, r)``, ``(p, None)`` for an insertion, ``(None, r)`` for a deletion. The number of
+    pairs with ``p != r`` is the edit distance."""
+    n, m = len(pred), len(ref)
+    d = [[i + j if i == 0 or j == 0 else 0 for j in range(m + 1)] for i in range(n + 1)]
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i][j] = min(
+                d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (pred[i - 1] != ref[j - 1])
+            )
+    pairs: list[tuple[str | None, str | None]] = []
+    i, j = n, m
+    while i or j:
+        if i and j and d[i][j] == d[i - 1][j - 1] + (pred[i - 1] != ref[j - 1]):
+            pairs.append((pred[i - 1], ref[j - 1]))
+            i, j = i - 1, j - 1
+        elif i and d[i][j] == d[i - 1][j] + 1:
+            pairs.append((pred[i - 1], None))
+            i -= 1
+        else:
+            pairs.append((None, ref[j - 1]))
+            j -= 1
+    return pairs[::-1]
 
 
 @reference
@@ -591,13 +686,14 @@ def transcribe(
     out: list[Pron] = []
     for start in range(0, len(words), batch_size):
         x = pad_batch([src.encode(w) for w in words[start : start + batch_size]])  # (B, S)
+        ids: list[list[int]]
         if method == "greedy":
-            ids = model.greedy(x, max_len)
+            ids = model.greedy(x, max_len)  # type: ignore[assignment]
         elif method == "beam":
             ids, _ = model.beam_search(x, beam_size, max_len, length_penalty)
         else:
             ids = model.sample(x, max_len, temperature, gen)
-        out.extend(tgt.decode(row) for row in ids)  # type: ignore[union-attr]
+        out.extend(tgt.decode(row) for row in ids)
     return out
 
 
@@ -653,7 +749,9 @@ def train(
     gen = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    curve, running, batches = [], 0.0, []
+    curve: list[float] = []
+    running = 0.0
+    batches: list[tuple[Tensor, Tensor]] = []
     trained, since = 0.0, time.perf_counter()
     it: Iterable[int] = range(1, steps + 1)
     if show_progress:
@@ -724,7 +822,8 @@ def run_recorded(
     model, src, tgt = build(config, train_split)
     pairs = g2p_pairs(train_split, src, tgt)
     valid = dict(list(valid_split.items())[: config["valid_words"]])
-    rec = Recorder(f"seq2seq_{name}", f"python -m nlpcourse.seq2seq train --config {name}", config)
+    command = f"python -m nlpcourse.seq2seq train --config {name} --threads {threads}"
+    rec = Recorder(f"seq2seq_{name}", command, config)
 
     def log(step: int, loss: float) -> None:
         result = evaluate(model, valid, src, tgt)
@@ -763,8 +862,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--config", default="g2p", choices=sorted(CONFIGS))
     p.add_argument("--steps", type=int, default=None, help="override the number of steps")
     p.add_argument("--no-record", action="store_true", help="do not write the record")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     args = parser.parse_args(argv)
-    result = run_recorded(args.config, args.steps, record=not args.no_record)
+    result = run_recorded(args.config, args.steps, record=not args.no_record, threads=args.threads)
     for key, value in result["metrics"].items():
         print(f"{key:20s} {value}")
 

@@ -1,0 +1,389 @@
+"""Tests of nlpcourse.seq2seq against independent oracles: brute-force enumeration of every output
+for beam search, torch's scaled_dot_product_attention, hand computation of the additive score,
+brute-force recursion for the edit distance, per-word computations for batching and masking, and a
+copy task the model must learn."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import pytest
+import torch
+
+from nlpcourse import seq2seq as s2s
+from nlpcourse.seq2seq import EOS_ID, PAD_ID, Seq2Seq
+
+
+
+def tiny_model(attention: str = "additive", seed: int = 0, V_y: int = 5, H: int = 8) -> Seq2Seq:
+    """V_y = 5: <pad> <s> </s> and two phones, so the search space is small enough to enumerate."""
+    torch.manual_seed(seed)
+    model = Seq2Seq(V_x=6, V_y=V_y, E=4, H=H, attention=attention)
+    with torch.no_grad():  # sharper distributions than the initialisation gives, to test ranking
+        model.W_o.weight.mul_(6.0)
+    return model.eval()
+
+
+SRC = torch.tensor([[3, 4, 5, 2], [2, 3, 0, 0], [5, 0, 0, 0]])  # (B, S), three words
+
+
+# ------------------------------------------------------------------------------------ attention
+
+
+def test_masked_softmax_sums_to_one_and_masked_positions_are_exactly_zero():
+    torch.manual_seed(0)
+    scores = torch.randn(4, 6) * 10
+    mask = torch.tensor(
+        [[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0], [0, 1, 0, 1, 0, 1]]
+    )
+    a = s2s.masked_softmax(scores, mask.bool())
+    assert torch.allclose(a.sum(1), torch.ones(4))
+    assert (a[mask == 0] == 0).all()
+    # the unmasked part is the plain softmax of the unmasked scores (row 1 by hand)
+    e = [math.exp(scores[1, j].item()) for j in range(2)]
+    assert a[1, :2].tolist() == pytest.approx([x / sum(e) for x in e])
+
+
+def test_masked_softmax_rejects_an_all_masked_row():
+    with pytest.raises(ValueError, match="at least one True"):
+        s2s.masked_softmax(torch.zeros(2, 3), torch.tensor([[1, 0, 0], [0, 0, 0]]).bool())
+
+
+@pytest.mark.parametrize("kind", ["dot", "bilinear", "additive"])
+def test_attention_weights_sum_to_one_and_ignore_padding(kind):
+    torch.manual_seed(1)
+    att = s2s.make_attention(kind, 6, 6)
+    q, keys = torch.randn(3, 6), torch.randn(3, 5, 6)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]).bool()
+    w, c = att(q, keys, mask)
+    assert w.shape == (3, 5) and c.shape == (3, 6)
+    assert torch.allclose(w.sum(1), torch.ones(3)) and (w[~mask] == 0).all()
+    # what sits under the mask does not matter
+    keys2 = keys.clone()
+    keys2[~mask] = 1e3
+    w2, c2 = att(q, keys2, mask)
+    assert torch.allclose(w, w2) and torch.allclose(c, c2)
+    assert torch.allclose(c[2], keys[2, 0])  # one position: all weight on it
+
+
+def test_dot_attention_equals_torch_scaled_dot_product_attention_with_scale_1():
+    torch.manual_seed(2)
+    q, keys = torch.randn(3, 4), torch.randn(3, 5, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]).bool()
+    w, c = s2s.DotAttention()(q, keys, mask)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.unsqueeze(1), keys, keys, attn_mask=mask.unsqueeze(1), scale=1.0
+    ).squeeze(1)  # (B, 1, D) -> (B, D)
+    assert torch.allclose(c, expected, atol=1e-6)
+
+
+def test_additive_score_equals_a_hand_computation():
+    torch.manual_seed(3)
+    att = s2s.AdditiveAttention(H=2, D=3, A=2)
+    q, keys = torch.randn(1, 2), torch.randn(1, 4, 3)
+    W1, W2, b2, v = att.W_1.weight, att.W_2.weight, att.W_2.bias, att.v.weight[0]
+    for j in range(4):  # v^T tanh(W_1 s + W_2 k_j + b), one number at a time
+        total = 0.0
+        for a in range(2):
+            inner = sum(W1[a, i].item() * q[0, i].item() for i in range(2))
+            inner += sum(W2[a, i].item() * keys[0, j, i].item() for i in range(3)) + b2[a].item()
+            total += v[a].item() * math.tanh(inner)
+        assert att.score(q, keys)[0, j].item() == pytest.approx(total, abs=1e-6)
+
+
+def test_bilinear_score_with_identity_is_the_dot_product():
+    torch.manual_seed(4)
+    att = s2s.BilinearAttention(4, 4)
+    with torch.no_grad():
+        att.W.weight.copy_(torch.eye(4))
+    q, keys = torch.randn(2, 4), torch.randn(2, 3, 4)
+    assert torch.allclose(att.score(q, keys), s2s.DotAttention().score(q, keys), atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ the model, batches
+
+
+@pytest.mark.parametrize("attention", s2s.ATTENTIONS)
+def test_padding_changes_nothing_a_batch_equals_each_word_alone(attention):
+    model = tiny_model(attention)
+    tgt = s2s.pad_batch([[1, 3, 4, 2], [1, 4, 2], [1, 3, 3, 4, 4, 2]])  # (B, T + 1)
+    logp = model(SRC, tgt)  # (B, T, V)
+    for b in range(3):
+        n_src, n_tgt = int((SRC[b] > 0).sum()), int((tgt[b] > 0).sum())
+        alone = model(SRC[b : b + 1, :n_src], tgt[b : b + 1, :n_tgt])
+        assert torch.allclose(logp[b, : n_tgt - 1], alone[0], atol=1e-5)
+
+
+def test_loss_is_the_mean_over_real_phones_only():
+    model = tiny_model()
+    tgt = s2s.pad_batch([[1, 3, 4, 2], [1, 4, 2], [1, 3, 3, 4, 4, 2]])
+    logp = model(SRC, tgt)
+    total, n = 0.0, 0
+    for b in range(3):
+        for t in range(tgt.shape[1] - 1):
+            if tgt[b, t + 1] != PAD_ID:
+                total -= logp[b, t, tgt[b, t + 1]].item()
+                n += 1
+    assert model.loss(SRC, tgt).item() == pytest.approx(total / n, rel=1e-5)
+    assert n == 3 + 2 + 5
+
+
+def test_the_model_never_outputs_pad_or_bos():
+    logp = tiny_model()(SRC, s2s.pad_batch([[1, 3, 2]] * 3))
+    assert torch.isinf(logp[..., [0, 1]]).all()
+    assert torch.allclose(logp.exp().sum(-1), torch.ones(3, 2))
+
+
+# -------------------------------------------------------------------------------------- decoding
+
+
+def all_outputs(V_y: int, max_len: int) -> list[list[int]]:
+    """Every output the decoder can produce: phones then </s>, or max_len phones and no </s>."""
+    phones = range(3, V_y)
+    outs = []
+    for n in range(max_len):
+        outs += [[*p, EOS_ID] for p in itertools.product(phones, repeat=n)]
+    outs += [list(p) for p in itertools.product(phones, repeat=max_len)]
+    return outs
+
+
+def brute_force_best(model, src, max_len, alpha):
+    """argmax over all outputs of log P(y | x) / |y|^alpha, scored by teacher forcing."""
+    outs = all_outputs(model.V_y, max_len)
+    logps = model.sequence_logprob(src.expand(len(outs), -1), outs, eos=False)
+    scores = [lp / len(y) ** alpha for lp, y in zip(logps, outs, strict=True)]
+    best = max(range(len(outs)), key=scores.__getitem__)
+    return s2s._until_eos(outs[best]), scores[best]
+
+
+@pytest.mark.parametrize("attention", ["none", "dot", "additive"])
+def test_beam_size_1_is_greedy(attention):
+    for seed in range(3):
+        model = tiny_model(attention, seed, V_y=8)
+        greedy = model.greedy(SRC, max_len=8)
+        beam, _ = model.beam_search(SRC, beam_size=1, max_len=8)
+        assert beam == greedy
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.7, 1.0])
+def test_a_beam_as_wide_as_the_search_space_is_exhaustive_search(alpha):
+    max_len = 4
+    K = len(all_outputs(5, max_len))  # 2^0 + ... + 2^3 ended outputs and 2^4 unended: 31
+    for seed in range(4):
+        model = tiny_model("additive", seed)
+        seqs, scores = model.beam_search(SRC, beam_size=K, max_len=max_len, length_penalty=alpha)
+        for b in range(3):
+            src = SRC[b : b + 1, : int((SRC[b] > 0).sum())]
+            best, best_score = brute_force_best(model, src, max_len, alpha)
+            assert seqs[b] == best
+            assert scores[b] == pytest.approx(best_score, abs=1e-5)
+
+
+def test_beam_scores_are_sums_of_the_model_log_probabilities():
+    model = tiny_model("bilinear", 5, V_y=9)
+    seqs, scores = model.beam_search(SRC, beam_size=3, max_len=6, length_penalty=0.0)
+    ended = [len(y) < 6 for y in seqs]
+    recomputed = model.sequence_logprob(SRC, seqs)
+    for b in range(3):
+        if ended[b]:
+            assert scores[b] == pytest.approx(recomputed[b], abs=1e-5)
+
+
+@pytest.mark.parametrize("K,alpha", [(2, 0.0), (4, 1.0), (6, 0.5)])
+def test_batched_beam_search_equals_the_per_hypothesis_loop(K, alpha):
+    for seed in range(3):
+        model = tiny_model("additive", seed, V_y=9)
+        seqs, scores = model.beam_search(SRC, K, 7, alpha)
+        for b in range(3):
+            y, score = s2s.beam_search_loop(model, SRC[b][SRC[b] > 0], K, 7, alpha)
+            assert seqs[b] == y and scores[b] == pytest.approx(score, abs=1e-5)
+
+
+def test_sampling_at_low_temperature_is_greedy_and_sampling_is_seeded():
+    model = tiny_model("dot", 1, V_y=8)
+    gen = torch.Generator().manual_seed(0)
+    assert model.sample(SRC, 8, temperature=1e-4, generator=gen) == model.greedy(SRC, 8)
+    a = model.sample(SRC, 8, 1.0, torch.Generator().manual_seed(3))
+    b = model.sample(SRC, 8, 1.0, torch.Generator().manual_seed(3))
+    assert a == b
+
+
+def test_greedy_attention_maps_have_one_row_per_output_and_one_column_per_letter():
+    model = tiny_model("additive", 2, V_y=8)
+    seqs, maps = model.greedy(SRC, 6, return_attention=True)
+    for b, (y, A) in enumerate(zip(seqs, maps, strict=True)):
+        n_src = int((SRC[b] > 0).sum())
+        assert A.shape[1] == n_src and A.shape[0] in (len(y), len(y) + 1)
+        assert torch.allclose(A.sum(1), torch.ones(A.shape[0]))
+
+
+def test_bad_input_gets_a_clear_error():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="beam_size"):
+        model.beam_search(SRC, beam_size=0)
+    with pytest.raises(ValueError, match="empty"):
+        model.greedy(torch.tensor([[0, 0], [3, 4]]))
+    with pytest.raises(ValueError, match="ids must lie"):
+        model.greedy(torch.tensor([[3, 40]]))
+    with pytest.raises(ValueError, match="temperature"):
+        model.sample(SRC, temperature=0.0)
+    with pytest.raises(ValueError, match="attention must be one of"):
+        Seq2Seq(5, 5, attention="cosine")
+    src, tgt = s2s.Vocab("abc"), s2s.Vocab(["AA1", "B"], specials=(s2s.PAD, s2s.BOS, s2s.EOS))
+    with pytest.raises(ValueError, match=r"unknown symbol\(s\) \['é'\]"):
+        src.encode("cabé")
+    with pytest.raises(ValueError, match="empty"):
+        tgt.encode(())
+    assert tgt.decode(tgt.encode(("B", "AA1"), bos=True, eos=True) + [0]) == ("B", "AA1")
+
+
+# --------------------------------------------------------------------------------------- metrics
+
+
+@functools.cache
+def levenshtein(a: str, b: str) -> int:
+    """The textbook recursion, with no table."""
+    if not a or not b:
+        return len(a) + len(b)
+    return min(
+        levenshtein(a[1:], b) + 1,
+        levenshtein(a, b[1:]) + 1,
+        levenshtein(a[1:], b[1:]) + (a[0] != b[0]),
+    )
+
+
+def test_edit_distance_equals_brute_force_recursion_on_all_short_strings():
+    words = ["".join(p) for n in range(5) for p in itertools.product("abc", repeat=n)]
+    for a in words[::3]:
+        for b in words[::5]:
+            assert s2s.edit_distance(a, b) == levenshtein(a, b), (a, b)
+    assert s2s.edit_distance("kitten", "sitting") == 3  # the classic example
+
+
+def test_wer_and_per_against_any_pronunciation_by_hand():
+    preds = [("T", "AH0", "M"), ("AE1", "B"), ("K",)]
+    refs = [[("T", "AH0", "M", "EY1")], [("EY1", "B", "IY1"), ("AE1", "B")], [("K", "AE1", "T")]]
+    wer, per = s2s.error_rates(preds, refs)
+    assert wer == pytest.approx(2 / 3)  # the second word matches its second pronunciation
+    assert per == pytest.approx((1 + 0 + 2) / (4 + 2 + 3))
+    # brute force: the closest reference by the recursion
+    words = [("a", "b"), ("b",), ("a", "a", "b")]
+    refs2 = [[("a",), ("b", "b")], [("b",)], [("b", "a"), ("a", "b", "b", "a")]]
+    d = [
+        min((levenshtein("".join(p), "".join(r)), len(r)) for r in rs)
+        for p, rs in zip(words, refs2, strict=True)
+    ]
+    assert s2s.error_rates(words, refs2) == (
+        pytest.approx(2 / 3),
+        pytest.approx(sum(x for x, _ in d) / sum(n for _, n in d)),
+    )
+    with pytest.raises(ValueError, match="predictions for"):
+        s2s.error_rates(preds, refs[:2])
+
+
+# -------------------------------------------------------------------------------------- learning
+
+
+def test_the_model_learns_to_reverse_words():
+    """A smoke test of the training loop: reversing strings of 1 to 5 letters, >= 99% exact."""
+    g = torch.Generator().manual_seed(0)
+    letters = "abcdef"
+
+    def word() -> str:
+        n = int(torch.randint(1, 6, (1,), generator=g))
+        return "".join(letters[int(i)] for i in torch.randint(0, 6, (n,), generator=g))
+
+    src, tgt = s2s.Vocab(letters), s2s.Vocab(letters, specials=(s2s.PAD, s2s.BOS, s2s.EOS))
+    train_words = [word() for _ in range(3000)]
+    pairs = [(src.encode(w), tgt.encode(w[::-1], bos=True, eos=True)) for w in train_words]
+    torch.manual_seed(0)
+    model = Seq2Seq(len(src), len(tgt), E=16, H=64, attention="dot")
+    s2s.train(model, pairs, steps=500, batch_size=64, lr=5e-3, log_every=100)  # ~6 s of CPU
+    test_words = sorted({word() for _ in range(300)})
+    out = s2s.transcribe(model, test_words, src, tgt, max_len=8)
+    exact = sum("".join(o) == w[::-1] for o, w in zip(out, test_words, strict=True))
+    assert exact / len(test_words) >= 0.99
+
+
+# ------------------------------------------------------------------------------------------ data
+
+
+def test_cmudict_split_is_by_word_disjoint_and_fixed():
+    from nlpcourse.data import cmudict_pronunciations, cmudict_split
+
+    prons = cmudict_pronunciations()
+    assert prons["phoneme"] == [("F", "OW1", "N", "IY0", "M")]
+    train, valid, test = cmudict_split()
+    assert (len(train), len(valid), len(test)) == (105_743, 5_875, 5_875)
+    assert not (set(train) & set(test)) and not (set(train) & set(valid))
+    for part in (train, valid, test):  # every pronunciation of a word stays with it
+        for w in list(part)[:2000]:
+            assert part[w] == prons[w]
+    no_stress = cmudict_split(strip_stress=True)[2]
+    assert set(no_stress) == set(test)
+    assert all(p[-1] not in "012" for prs in no_stress.values() for pr in prs for p in pr)
+
+
+# ---------------------------------------------------------------------------------- recorded run
+
+
+def test_the_recorded_run_reproduces_its_first_losses():
+    """Re-run the first ``log_every`` steps of the recorded command: the same training loss."""
+    from nlpcourse.data import cmudict_split
+    from nlpcourse.records import load_record
+
+    try:
+        record = load_record("seq2seq_g2p")
+    except FileNotFoundError:
+        pytest.skip("no recorded run yet")
+    config = record["config"]
+    assert config == {**s2s.CONFIGS["g2p"], **{"steps": config["steps"]}}
+    train_split = cmudict_split()[0]
+    model, src, tgt = s2s.build(config, train_split)
+    pairs = s2s.g2p_pairs(train_split, src, tgt)
+    n = config["log_every"]
+    curve = s2s.train(model, pairs, n, config["batch_size"], config["lr"], config["clip"],
+                      config["seed"], n)  # fmt: skip
+    assert record["curve"][0]["step"] == n
+    assert curve[0] == pytest.approx(record["curve"][0]["train_loss"], rel=1e-4)
+
+
+# ---------------------------------------------------------- the functional pieces (the exercise)
+
+
+def test_dot_attention_and_additive_scores_equal_the_modules():
+    torch.manual_seed(6)
+    q, keys = torch.randn(3, 4), torch.randn(3, 5, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]).bool()
+    w, c = s2s.dot_attention(q, keys, mask)
+    w_mod, c_mod = s2s.DotAttention()(q, keys, mask)
+    assert torch.allclose(w, w_mod, atol=1e-6) and torch.allclose(c, c_mod, atol=1e-6)
+    att = s2s.AdditiveAttention(H=4, D=4, A=3)
+    with torch.no_grad():
+        att.W_2.bias.zero_()  # the functional form has no bias inside the tanh
+    scores = s2s.additive_scores(q, keys, att.W_1.weight, att.W_2.weight, att.v.weight[0])
+    assert torch.allclose(scores, att.score(q, keys), atol=1e-6)
+
+
+def test_greedy_decode_and_beam_search_on_a_step_function_equal_the_model():
+    for seed in range(3):
+        model = tiny_model("additive", seed, V_y=8)
+        greedy = model.greedy(SRC, 7)
+        beam, scores = model.beam_search(SRC, 3, 7, 0.5)
+        for b in range(3):
+            step, s_0 = s2s.model_step(model, SRC[b][SRC[b] > 0])
+            assert s2s.greedy_decode(step, s_0, 7) == greedy[b]
+            y, score = s2s.beam_search(step, s_0, 3, 7, 0.5)
+            assert y == beam[b] and score == pytest.approx(scores[b], abs=1e-5)
+
+
+def test_align_has_as_many_mismatches_as_the_edit_distance():
+    words = ["".join(p) for n in range(4) for p in itertools.product("ab", repeat=n)]
+    for a in words:
+        for b in words:
+            pairs = s2s.align(a, b)
+            assert [p for p, _ in pairs if p is not None] == list(a)
+            assert [r for _, r in pairs if r is not None] == list(b)
+            assert sum(p != r for p, r in pairs) == levenshtein(a, b)
