@@ -51,6 +51,11 @@ NOT_LABELS = {
     "top-p",
 }
 
+# Chapters being written, whose missing pieces are reported as expected failures (xfail, listed by
+# `pytest -ra`) instead of failing the suite: {assignment: why}. A chapter leaves this list when it
+# is complete; the test fails if a listed chapter lacks nothing, so the list cannot go stale.
+PENDING: dict[str, str] = {}
+
 
 def toc_pages(repo: Path = REPO) -> list[str]:
     """The pages of ``_toc.yml`` in book order, as paths without suffix (``book/ngrams``)."""
@@ -152,10 +157,25 @@ def missing_for(assignment: str, repo: Path = REPO) -> list[str]:
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_chapter_checklist(assignment):
     missing = missing_for(assignment)
-    assert not missing, (
+    message = (
         f"the chapter of solutions/{assignment} is incomplete (see the checklist in "
         "CONTRIBUTING.md); it lacks\n  - " + "\n  - ".join(missing)
     )
+    if assignment in PENDING:
+        assert missing, f"{assignment} is complete: take it off PENDING in tests/test_structure.py"
+        pytest.xfail(f"{PENDING[assignment]}: {message}")
+    assert not missing, message
+
+
+def pending_topics() -> dict[str, str]:
+    """{topic: why} for the chapters in PENDING, and {book page name: why}."""
+    topics = {}
+    for assignment, why in PENDING.items():
+        topics[assignment.split("-", 1)[1]] = why
+        topic = checks_topic(assignment) if (REPO / "solutions" / assignment).is_dir() else None
+        if topic:
+            topics[topic] = why
+    return topics
 
 
 def make_chapter(repo: Path, number: str, name: str, topic: str) -> None:
@@ -237,9 +257,11 @@ def test_toc_and_book_pages_agree():
         assert any((REPO / f"{page}{suffix}").is_file() for suffix in (".md", ".ipynb")), (
             f"_toc.yml lists {page}, which has no .md or .ipynb file"
         )
-    for md in BOOK.glob("*.md"):
-        page = f"book/{md.stem}"
-        assert page in pages, f"{page}.md is not in _toc.yml (add it, or remove the file)"
+    outside = [f"book/{md.stem}" for md in BOOK.glob("*.md") if f"book/{md.stem}" not in pages]
+    pending = pending_topics()
+    if outside and all(page.removeprefix("book/") in pending for page in outside):
+        pytest.xfail(f"pages of chapters being written are not in _toc.yml yet: {outside}")
+    assert not outside, f"{outside} are not in _toc.yml (add them, or remove the files)"
 
 
 def book_labels() -> set[str]:
@@ -270,16 +292,19 @@ def cited_labels(text: str) -> set[str]:
 def test_equation_labels_named_in_the_code_exist_in_the_book():
     labels = book_labels()
     assert labels, "found no equation labels in book/*.md: has the label syntax changed?"
-    unknown = []
+    unknown, pending = [], pending_topics()
     for path in sorted((REPO / "nlpcourse").rglob("*.py")):
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             for label in sorted(cited_labels(line) - labels):
-                unknown.append(f"{path.relative_to(REPO)}:{lineno}: ({label})")
-    assert not unknown, (
+                unknown.append((path.stem, f"{path.relative_to(REPO)}:{lineno}: ({label})"))
+    message = (
         "the code names equation labels that no page of the book defines (define them with "
         "`$$ ... $$ (label)`, fix the name, or, for an ordinary hyphenated word, add it to "
-        "NOT_LABELS in tests/test_structure.py):\n  " + "\n  ".join(unknown)
+        "NOT_LABELS in tests/test_structure.py):\n  " + "\n  ".join(where for _, where in unknown)
     )
+    if unknown and all(module in pending for module, _ in unknown):
+        pytest.xfail(f"modules of chapters being written: {message}")
+    assert not unknown, message
 
 
 def test_cited_labels_are_recognised():
@@ -307,6 +332,9 @@ def test_eq_references_and_citations_of_the_book_are_defined():
                     problems.append(
                         f"{md.name}: citation key {key.strip()!r} not in references.bib"
                     )
+    pending = pending_topics()
+    if problems and all(problem.split(".md:")[0] in pending for problem in problems):
+        pytest.xfail("pages of chapters being written:\n" + "\n".join(problems))
     assert not problems, "\n".join(problems)
 
 
