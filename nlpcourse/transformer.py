@@ -633,7 +633,10 @@ class TransformerLM(nn.Module):
         T = ids.shape[1]
         x = self.positions(self.embedding(ids), offset)  # (B, T, D)
         x = F.dropout(x, self.dropout, self.training)
-        mask = causal_mask(offset + T, ids.device)[offset:]  # (T, offset+T): the new rows
+        # the rows offset..offset+T-1 of the causal mask, built without the O((offset+T)^2) rest
+        keys = torch.arange(offset + T, device=ids.device)  # (offset+T,)
+        queries = torch.arange(offset, offset + T, device=ids.device)  # (T,)
+        mask = keys[None, :] <= queries[:, None]  # (T, offset+T)
         for i, block in enumerate(self.blocks):
             x = block(x, mask, None if caches is None else caches[i])
         return self.final_norm(x)
@@ -929,7 +932,7 @@ def train_lm(
         out_of_time = max_minutes is not None and time.perf_counter() - start > 60 * max_minutes
         last = step == steps or out_of_time
         if log is not None and step <= 5:
-            log(step, train_loss=float(loss))
+            log(step, train_loss=loss.item())
         if step % eval_every == 0 or last:
             history["step"].append(step)
             history["words"].append(words)
