@@ -1,0 +1,183 @@
+"""Tests of the exercise checks of 05-seq2seq (nlpcourse.checks.seq2seq).
+
+Student-style implementations written here (none calls nlpcourse.seq2seq): right ones, also in
+other reasonable forms (numpy, lists, a list for a pair, a recursive edit distance), must pass the
+hidden checks; each usual mistake must fail with a message naming it; a wrong answer nobody
+anticipated must fail with the input, the expected answer and the answer it got. The exhaustive
+beam cases are checked against brute force.
+"""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import nlpcourse.checks.seq2seq as checks
+from nlpcourse.checks import CheckFailed
+
+# ------------------------------------------------------------------ student implementations
+
+
+def edit_distance(a, b):
+    d = np.zeros((len(a) + 1, len(b) + 1), dtype=int)
+    d[:, 0] = np.arange(len(a) + 1)
+    d[0, :] = np.arange(len(b) + 1)
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i, j] = min(
+                d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (a[i - 1] != b[j - 1])
+            )
+    return d[-1, -1]  # a numpy integer
+
+
+def edit_distance_recursive(a, b):
+    @functools.cache
+    def d(i, j):
+        if i == 0 or j == 0:
+            return i + j
+        return min(d(i - 1, j) + 1, d(i, j - 1) + 1, d(i - 1, j - 1) + (a[i - 1] != b[j - 1]))
+
+    return d(len(a), len(b))
+
+
+def edit_distance_indel(a, b):  # a substitution costs 2
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            sub = 0 if a[i - 1] == b[j - 1] else 2
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + sub)
+    return d[-1][-1]
+
+
+def masked_softmax(scores, mask, fill=-math.inf):
+    return torch.softmax(scores.masked_fill(~mask, fill), dim=-1)
+
+
+def masked_softmax_numpy(scores, mask):
+    s = np.where(mask.numpy(), scores.numpy(), -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).tolist()  # a list of lists
+
+
+def dot_attention(query, keys, mask, scale=1.0):
+    scores = torch.bmm(keys, query.unsqueeze(2)).squeeze(2) * scale  # (B, S)
+    weights = masked_softmax(scores, mask)
+    return [weights, torch.bmm(weights.unsqueeze(1), keys).squeeze(1)]  # a list, not a tuple
+
+
+def additive_scores(query, keys, W_1, W_2, v, act=torch.tanh):
+    return act(query.unsqueeze(1) @ W_1.T + keys @ W_2.T) @ v
+
+
+def greedy_decode(step, state, max_len, keep_eos=False):
+    out, y = [], 1
+    for _ in range(max_len):
+        log_probs, state = step(y, state)
+        y = int(log_probs.argmax())
+        if y == 2 and not keep_eos:
+            break
+        out.append(y)
+        if y == 2:
+            break
+    return tuple(out)  # a tuple is fine too
+
+
+def beam_search(step, state, beam_size, max_len, length_penalty=0.0, normalise=True):
+    beam = [(0.0, [], state, False)]
+    for _ in range(max_len):
+        cand = []
+        for score, ys, s, done in beam:
+            if done:
+                cand.append((score, ys, s, True))
+                continue
+            logp, s2 = step(ys[-1] if ys else 1, s)
+            for v in range(len(logp)):
+                if logp[v] > -math.inf:
+                    cand.append((score + float(logp[v]), ys + [v], s2, v == 2))
+        beam = sorted(cand, key=lambda c: -c[0])[:beam_size]
+        if all(c[3] for c in beam):
+            break
+    alpha = length_penalty if normalise else 0.0
+    best = max(beam, key=lambda c: c[0] / len(c[1]) ** alpha)
+    ys = [y for y in best[1] if y != 2]
+    return ys, best[0] / len(best[1]) ** alpha
+
+
+# ------------------------------------------------------------------------------ right answers
+
+
+@pytest.mark.parametrize(
+    "check,function",
+    [
+        (checks.check_edit_distance, edit_distance),
+        (checks.check_edit_distance, edit_distance_recursive),
+        (checks.check_masked_softmax, masked_softmax),
+        (checks.check_masked_softmax, masked_softmax_numpy),
+        (checks.check_dot_attention, dot_attention),
+        (checks.check_additive_scores, additive_scores),
+        (checks.check_greedy_decode, greedy_decode),
+        (checks.check_beam_search, beam_search),
+    ],
+)
+def test_right_answers_in_any_reasonable_form_pass(check, function, capsys):
+    check(function)
+    check(function, hidden=True)
+    assert "cases pass" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------- named mistakes
+
+
+@pytest.mark.parametrize(
+    "check,function,named",
+    [
+        (checks.check_edit_distance, edit_distance_indel, "a substitution costs 1"),
+        (checks.check_masked_softmax, functools.partial(masked_softmax, fill=0.0), "exp(0) = 1"),
+        (checks.check_masked_softmax, lambda s, m: torch.softmax(s, -1), "padded positions"),
+        (checks.check_dot_attention, functools.partial(dot_attention, scale=0.5 ** 0.5), "sqrt(D)"),
+        (checks.check_additive_scores, functools.partial(additive_scores, act=lambda x: x),
+         "tanh is missing"),
+        (checks.check_greedy_decode, functools.partial(greedy_decode, keep_eos=True),
+         "should not include </s>"),
+        (checks.check_beam_search, functools.partial(beam_search, normalise=False),
+         "plain sum of log-probabilities"),
+        (checks.check_beam_search, lambda step, st, K, L, a: (greedy_decode(step, st, L), 0.0),
+         "that is the greedy output"),
+    ],
+)  # fmt: skip
+def test_usual_mistakes_are_named(check, function, named):
+    with pytest.raises(CheckFailed, match="likely mistake") as err:
+        check(function, hidden=True)
+    assert named in str(err.value)
+
+
+def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_edit_distance(lambda a, b: abs(len(a) - len(b)) + 7)
+    message = str(err.value)
+    assert "a = ''" in message and "expected: 0" in message and "got:      7" in message
+    with pytest.raises(CheckFailed, match=r"not written yet"):
+        checks.check_beam_search(lambda *args: (_ for _ in ()).throw(NotImplementedError()))
+
+
+def test_calling_the_reference_earns_nothing():
+    from nlpcourse import seq2seq
+
+    with pytest.raises(CheckFailed, match="switched off"):
+        checks.check_edit_distance(seq2seq.edit_distance)
+    with pytest.raises(CheckFailed, match="switched off"):
+        checks.check_beam_search(seq2seq.beam_search)
+
+
+def test_the_exhaustive_beam_cases_agree_with_brute_force():
+    rng = np.random.default_rng(5)
+    for V, L in [(4, 3), (5, 2)]:
+        table = checks.random_table(rng, V, 4)
+        K = (V - 2) ** L * 2
+        for alpha in (0.0, 1.0):
+            assert (
+                beam_search(table, 0, K, L, alpha)[0]
+                == checks.brute_force_best(table, 0, L, alpha)[0]
+            )
