@@ -16,7 +16,6 @@ from nlpcourse import seq2seq as s2s
 from nlpcourse.seq2seq import EOS_ID, PAD_ID, Seq2Seq
 
 
-
 def tiny_model(attention: str = "additive", seed: int = 0, V_y: int = 5, H: int = 8) -> Seq2Seq:
     """V_y = 5: <pad> <s> </s> and two phones, so the search space is small enough to enumerate."""
     torch.manual_seed(seed)
