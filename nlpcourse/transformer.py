@@ -136,12 +136,15 @@ def scaled_dot_product_attention(
     _check_qkv(q, k, v)
     _check_mask(mask, q.shape[-2], k.shape[-2])
     d_k = q.shape[-1]
-    omega = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (tf-scores)  (..., T_q, T_k)
+    # (tf-scores), dividing the (T_q, d_k) queries rather than the larger (T_q, T_k) scores
+    omega = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., T_q, T_k)
     if mask is not None:
-        omega = omega.masked_fill(~mask, torch.finfo(omega.dtype).min)
+        omega = omega.masked_fill(~mask, torch.finfo(omega.dtype).min)  # exp(min - max) = 0
     alpha = torch.softmax(omega, dim=-1)  # (tf-softmax) over the keys  (..., T_q, T_k)
     if mask is not None:
-        alpha = alpha.masked_fill(~mask, 0.0)  # a row with no allowed key: all 0, not uniform
+        empty = ~mask.any(dim=-1, keepdim=True)  # (..., T_q, 1): queries with no allowed key
+        if empty.any():
+            alpha = alpha.masked_fill(empty, 0.0)  # their weights: all 0, not uniform
     z = alpha @ v  # (tf-context)  (..., T_q, d_v)
     return z, alpha
 
