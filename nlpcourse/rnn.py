@@ -845,14 +845,15 @@ class RNNLM(nn.Module):
     def forward(self, ids: Tensor, state=None):
         """``ids`` (B, T) -> ``(logits (B, T, V), final state)``; ``state`` as the layer's.
 
-        The recurrent layers read time first, so the batch is turned to (T, B) for them and the
-        scores back to (B, T, V) at the end."""
+        The recurrent layers read time first, so the embeddings are turned to (T, B, E) for them
+        and the states back to (B, T, H) before the output layer (turning the small hidden
+        states rather than the V scores per position saves a large copy)."""
         if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.dtype != torch.long:
             shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"ids must be a (B, T) tensor of word ids (torch.long), got {shape}")
         e = self.embedding(ids.T)  # (T, B, E)
         hs, state = self.rnn(e, state)  # (T, B, H)
-        return self.output(hs).transpose(0, 1), state  # (T, B, V) -> (B, T, V)
+        return self.output(hs.transpose(0, 1)), state  # (B, T, H) -> (B, T, V)
 
     def reset_parameters(self) -> None:
         """Draw every parameter again from its initial distribution (torch's defaults)."""
