@@ -6,7 +6,7 @@
    input and every parameter. "LSTM, autograd" is our LSTM with ``hand_backward=False``. Ours
    and torch's are timed in alternation, several rounds; each time reported is the median, and
    the ratio is ours / torch's (lower is better; 1 = as fast).
-2. Words per second of :func:`nlpcourse.rnn.train_lm` (forward, backward, clipping, Adam) for a
+2. Words per second of :func:`nlpcourse.lm.train_lm` (forward, backward, clipping, Adam) for a
    small language model on the Brown training split, vocabulary ``min_count=4``, for each cell,
    and for the LSTM model with ``torch.nn.LSTM`` swapped in as its recurrent layer.
 
@@ -24,7 +24,7 @@ from functools import partial
 
 import torch
 
-from nlpcourse import rnn
+from nlpcourse import lm, rnn
 from nlpcourse.data import brown_split
 
 SIZES = [(35, 32, 128, 128), (35, 32, 256, 256), (100, 16, 64, 64)]  # (T, B, D, H)
@@ -79,9 +79,9 @@ def compare_layers() -> None:
 
 def lm_words_per_second() -> None:
     train, valid, _ = brown_split()
-    vocab = rnn.build_vocab(train, min_count=rnn.BENGIO_MIN_COUNT)
-    train_ids = rnn.encode(train, vocab)
-    valid_ids = rnn.encode(valid[:20], vocab)  # evaluation is not timed; keep it short
+    vocab = lm.build_vocab(train, min_count=lm.BENGIO_MIN_COUNT)
+    train_ids = lm.encode(train, vocab)
+    valid_ids = lm.encode(valid[:20], vocab)  # evaluation is not timed; keep it short
     print(
         f"\nRNN LM training on Brown: |V| = {len(vocab):,}, emb {LM['emb_size']}, "
         f"hidden {LM['hidden_size']}, batch {LM_TRAINING['batch_size']}, "
@@ -92,7 +92,7 @@ def lm_words_per_second() -> None:
     with_torch_lstm.rnn = torch.nn.LSTM(LM["emb_size"], LM["hidden_size"])
     models["lstm, torch.nn.LSTM inside"] = with_torch_lstm
     for name, model in models.items():
-        history = rnn.train_lm(
+        history = lm.train_lm(
             model, train_ids, valid_ids, steps=LM_STEPS, eval_every=LM_STEPS, **LM_TRAINING
         )
         words_per_second = history["words"][-1] / history["seconds"][-1]
