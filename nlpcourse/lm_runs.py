@@ -110,6 +110,11 @@ def run(kind: str, overrides: dict[str, Any] | None = None, name: str | None = N
     if overrides:
         command += f" --config '{json.dumps(overrides)}'"
     rec = Recorder(name, command, config)
+
+    def log(step: int, **values: float) -> None:  # each evaluation: into the record and on screen
+        rec.log(step, **values)
+        _say(step, values)
+
     history = train_lm(
         model,
         train_ids,
@@ -122,11 +127,11 @@ def run(kind: str, overrides: dict[str, Any] | None = None, name: str | None = N
         clip=config["clip"],
         eval_every=config["eval_every"],
         seed=config["seed"],
-        log=lambda step, **values: (rec.log(step, **values), _say(step, values)),
+        log=log,
         max_minutes=config["max_minutes"],
     )
     test_ppl = evaluate_lm(model, test_ids, config["T"])
-    metrics = {
+    metrics: dict[str, Any] = {
         "test_ppl": test_ppl,
         "valid_sample_ppl": history["valid_ppl"][-1],
         "steps": history["step"][-1],

@@ -366,6 +366,8 @@ class PositionalEncoding(nn.Module):
     with a KV cache, where only the new tokens are fed).
     """
 
+    pe: Tensor  # the sinusoids (max_len, D), a buffer when kind == "sinusoidal"
+
     def __init__(self, D: int, max_len: int = 1024, kind: str = "sinusoidal"):
         super().__init__()
         if kind not in POSITIONS:
@@ -488,6 +490,7 @@ def copy_from_torch_layer(
     projections, which :func:`copy_from_torch_mha` unstacks)."""
     copy_from_torch_mha(ours.self_attn, theirs.self_attn)
     if isinstance(ours, DecoderLayer):
+        assert isinstance(theirs, nn.TransformerDecoderLayer), "a decoder layer copies a decoder"
         copy_from_torch_mha(ours.multihead_attn, theirs.multihead_attn)
     norms = ("norm1", "norm2", "norm3") if isinstance(ours, DecoderLayer) else ("norm1", "norm2")
     with torch.no_grad():
@@ -613,8 +616,8 @@ class TransformerLM(nn.Module):
         )
         self.final_norm = LayerNorm(D) if norm_first else nn.Identity()
         self.dropout = dropout
-        self.adaptive = None
-        self.output = None
+        self.adaptive: nn.AdaptiveLogSoftmaxWithLoss | None = None
+        self.output: nn.Linear | None = None
         if cutoffs:
             self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(D, V, list(cutoffs), div_value=4.0)
         else:
@@ -648,6 +651,7 @@ class TransformerLM(nn.Module):
         """States (..., D) -> log-probabilities of every next word (..., V)."""
         if self.adaptive is not None:
             return self.adaptive.log_prob(h.reshape(-1, self.D)).view(*h.shape[:-1], self.V)
+        assert self.output is not None  # one of the two output layers exists
         return torch.log_softmax(self.output(h), dim=-1)
 
     def forward(self, ids: Tensor) -> Tensor:
@@ -666,6 +670,7 @@ class TransformerLM(nn.Module):
         if self.adaptive is not None:
             nll = -self.adaptive(h, y).output.sum()  # output: log P(y) of each row
         else:
+            assert self.output is not None
             nll = F.cross_entropy(self.output(h), y, reduction="sum")
         return nll, int(keep.sum())
 
@@ -899,8 +904,9 @@ def train_lm(
         raise ValueError(f"T = {T} exceeds the model's max_len = {model.max_len}")
     torch.manual_seed(seed)
     for module in model.modules():
-        if module is not model and hasattr(module, "reset_parameters"):
-            module.reset_parameters()
+        reset = getattr(module, "reset_parameters", None)
+        if module is not model and callable(reset):
+            reset()
     for module in model.modules():  # our LayerNorm: gamma 1, beta 0
         if isinstance(module, LayerNorm):
             nn.init.ones_(module.weight)
