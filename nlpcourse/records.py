@@ -34,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nlpcourse.book import plain
+
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,8 +82,7 @@ def machine() -> str:
 
 def _plain(value: Any) -> Any:
     """JSON-ready: numpy/torch scalars to numbers, tuples to lists, nan/inf kept as strings."""
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
+    value = plain(value)  # numpy and torch scalars to numbers
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
