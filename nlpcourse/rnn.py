@@ -16,12 +16,12 @@ width, ``V`` vocabulary size.
        y_hat_t = softmax(W_hy h_t + b_y)                                    (rnn-y)
        L = sum_t -log y_hat_t[y_t]                                          (rnn-loss)
 
-       dL/do_t = y_hat_t - onehot(y_t)                                      (bptt-out)
+       dL/ds_t = y_hat_t - onehot(y_t)                                      (bptt-out)
        delta_t = dL/da_t = (1 - h_t^2) * (W_hy^T (y_hat_t - y_t) + W_hh^T delta_{t+1})  (bptt-delta)
        dL/dW_hh = sum_t delta_t h_{t-1}^T,  dL/dW_xh = sum_t delta_t x_t^T,
        dL/db_h = sum_t delta_t,  dL/dW_hy = sum_t (y_hat_t - y_t) h_t^T     (bptt-grads)
 
-   where ``a_t`` is the pre-activation inside the tanh, ``o_t = W_hy h_t + b_y`` the output
+   where ``a_t`` is the pre-activation inside the tanh, ``s_t = W_hy h_t + b_y`` the output
    scores and ``delta_{T+1} = 0``. Functions: :func:`rnn_cell_forward`, :func:`rnn_forward`,
    :func:`rnn_backward`, :func:`rnn_loss_and_grads`.
 
@@ -65,7 +65,7 @@ width, ``V`` vocabulary size.
    and the training loop with teacher forcing, truncated BPTT and gradient clipping
    (:func:`~nlpcourse.lm.train_lm`, :func:`~nlpcourse.lm.evaluate_perplexity`, re-exported
    here). Every word and each sentence's ``</s>`` is predicted and counted, ``<s>`` never, and
-   ``PPL = exp(-(1/N) sum_i log P(w_i | w_<i))``                                    (lm-ppl).
+   ``PPL = exp(-(1/T) sum_i log P(w_i | w_<i))``                                    (lm-ppl).
 
 5. **Notation and architectures** (:data:`LAYOUTS`, :data:`ARCHITECTURES`,
    :data:`ARCHITECTURE_TASKS`): the two layouts of a batch array in which the book's ``x^(i)<t>``
@@ -219,11 +219,11 @@ def rnn_backward(
     grads = {name: np.zeros_like(params[name]) for name in NUMPY_PARAMS}
     dh_next = np.zeros(H)  # W_hh^T delta_{t+1}: what step t+1 sends back to h_t
     for t in range(len(x), 0, -1):
-        do = y_hat[t - 1].copy()
-        do[targets[t - 1]] -= 1  # dL/do_t = y_hat_t - y_t, eq. (bptt-out)
-        grads["W_hy"] += np.outer(do, hs[t])  # sum_t (y_hat_t - y_t) h_t^T
-        grads["b_y"] += do
-        dh = W_hy.T @ do + dh_next  # dL/dh_t: through y_hat_t, and through h_{t+1}
+        ds = y_hat[t - 1].copy()
+        ds[targets[t - 1]] -= 1  # dL/ds_t = y_hat_t - y_t, eq. (bptt-out)
+        grads["W_hy"] += np.outer(ds, hs[t])  # sum_t (y_hat_t - y_t) h_t^T
+        grads["b_y"] += ds
+        dh = W_hy.T @ ds + dh_next  # dL/dh_t: through y_hat_t, and through h_{t+1}
         delta = (1 - hs[t] ** 2) * dh  # delta_t = dL/da_t, eq. (bptt-delta); tanh' = 1 - tanh^2
         grads["W_hh"] += np.outer(delta, hs[t - 1])  # sum_t delta_t h_{t-1}^T, eq. (bptt-grads)
         grads["W_xh"] += np.outer(delta, x[t - 1])  # sum_t delta_t x_t^T

@@ -325,7 +325,7 @@ BPTT_MISTAKES = {
         "hs[t-1], not hs[t]"
     ),
     "no-onehot": (
-        "dL/do_t = y_hat_t - onehot(y_t): subtract 1 at the target's entry (copy y_hat[t-1] first)"
+        "dL/ds_t = y_hat_t - onehot(y_t): subtract 1 at the target's entry (copy y_hat[t-1] first)"
     ),
 }
 
@@ -390,10 +390,10 @@ def _compare_grads(want: Expected, got: Any) -> str:
     named = name_mistake(want, got, _bptt_mistakes(*want.args), same_on_keys)
     if named is None and shapes_right:  # where to look, when no known mistake fits
         if "W_hy" in problems or "b_y" in problems:
-            hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/do_t h_t^T (hs[t])"
+            hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/ds_t h_t^T (hs[t])"
         elif "b_h" in problems:
             hint = (
-                "dW_hy and db_y are right, so look at delta_t = (1 - h_t^2) * (W_hy^T dL/do_t "
+                "dW_hy and db_y are right, so look at delta_t = (1 - h_t^2) * (W_hy^T dL/ds_t "
                 "+ W_hh^T delta_{t+1}), with h_t = hs[t] and delta_{T+1} = 0"
             )
         elif "W_hh" in problems:
@@ -418,8 +418,8 @@ def check_rnn_backward(rnn_backward: Callable, hidden: bool = False) -> None:
         _case(
             _bptt_problem(rng, T=1, D=1, H=1, V=2),
             names,
-            "one step, no recurrence yet: dL/do_1 = y_hat_1 - onehot(y_1), "
-            "delta_1 = (1 - h_1^2) * (W_hy^T dL/do_1), dW_hh = delta_1 h_0^T (h_0 = hs[0])",
+            "one step, no recurrence yet: dL/ds_1 = y_hat_1 - onehot(y_1), "
+            "delta_1 = (1 - h_1^2) * (W_hy^T dL/ds_1), dW_hh = delta_1 h_0^T (h_0 = hs[0])",
             label="T = 1",
         ),
         _case(
