@@ -1111,12 +1111,23 @@ class PCFG(CFG):
 class _Tables:
     """A CNF PCFG as arrays for the vectorised dynamic programs.
 
-    Nonterminals are numbered ``0 .. N-1``; binary rule ``r`` is ``A[r] -> B[r] C[r]`` with log
-    probability ``logp[r]``, and ``by_lhs`` is a ``(N, R_max)`` table of the rules of each
-    nonterminal (padded with ``R``, the index of a rule that is always -inf).
+    Nonterminals are numbered ``0 .. N-1``, the start symbol 0. Binary rule ``r`` is
+    ``A[r] -> B[r] C[r]`` with log probability ``logp[r]``; ``by_lhs``, ``by_left`` and
+    ``by_right`` are ``(N, R_max)`` tables of the rules with each nonterminal on the left, as the
+    left child and as the right child (padded with ``R``, the index of a rule that is always -inf).
+
+    The binary rules have only ``Q`` distinct *children pairs* ``(B, C)``, far fewer than ``N^2``
+    and than ``R`` (the unit chains that :func:`to_cnf` collapses give many rules the same
+    children), so the inside and Viterbi passes work on pairs: ``pair_B[q], pair_C[q]`` is pair
+    ``q``; ``W_pair[q, A]`` is the sum of ``P(A -> B C)`` over the rules of ``A`` with those
+    children (``log_W_pair`` its log). For the Viterbi max, ``rule_pair`` and ``rule_logp`` list
+    the binary rules sorted by ``A``, each nonterminal's group closed by a dummy rule of log
+    probability -inf, so that ``np.maximum.reduceat`` over ``rule_starts`` gives every ``A`` its
+    best rule. ``counting=True`` gives every rule probability 1 (the inside pass then counts
+    trees).
     """
 
-    def __init__(self, cnf: CNFGrammar):
+    def __init__(self, cnf: CNFGrammar, counting: bool = False):
         self.cnf = cnf
         self.symbols = sorted(cnf.nonterminals, key=lambda s: (s != cnf.start, s))
         self.index = {s: k for k, s in enumerate(self.symbols)}
@@ -1126,12 +1137,13 @@ class _Tables:
         self.A = np.array([self.index[r.lhs] for r in rules], dtype=int)  # (R,)
         self.B = np.array([self.index[r.rhs[0]] for r in rules], dtype=int)  # (R,)
         self.C = np.array([self.index[r.rhs[1]] for r in rules], dtype=int)  # (R,)
-        self.logp = np.array([r.logp for r in rules], dtype=float)  # (R,)
+        self.logp = np.array([0.0 if counting else r.logp for r in rules], dtype=float)  # (R,)
         R = len(rules)
         self.by_lhs = _padded_groups(self.A, N, R)  # (N, R_max)
         self.by_left = _padded_groups(self.B, N, R)  # (N, R_max)
         self.by_right = _padded_groups(self.C, N, R)  # (N, R_max)
-        # the distinct children pairs (B, C): many rules share one (Viterbi scores each pair once)
+
+        # children pairs
         pairs = sorted(set(zip(self.B.tolist(), self.C.tolist(), strict=True)))
         pair_id = {pair: q for q, pair in enumerate(pairs)}
         self.pair_B = np.array([b for b, _ in pairs], dtype=int)  # (Q,)
@@ -1140,37 +1152,83 @@ class _Tables:
             [pair_id[(b, c)] for b, c in zip(self.B.tolist(), self.C.tolist(), strict=True)],
             dtype=int,
         )  # (R,)
+        W = np.zeros((len(pairs), N))  # (Q, N): [children pair (B, C), A]
+        np.add.at(W, (self.pair_of_rule, self.A), np.exp(self.logp))
+        self.W_pair = W
+        W_full = np.zeros((N, N, N))  # (N, N, N): [A, B, C], for the outside pass
+        np.add.at(W_full, (self.A, self.B, self.C), np.exp(self.logp))
+        self.W_out = W_full.reshape(N, N * N)  # (N, N*N): [A, (B, C)]
+        with np.errstate(divide="ignore"):
+            self.log_W_pair = np.log(W)  # (Q, N)
+            self.log_w_min = float(np.log(W[W > 0].min())) if (W > 0).any() else 0.0
+
+        # the binary rules grouped by A, each group closed by a dummy -inf rule (pair 0)
+        rule_pair: list[int] = []
+        rule_logp: list[float] = []
+        self.rule_starts = np.zeros(N, dtype=int)  # (N,)
+        self.rules_of: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for a in range(N):
+            mine = [r for r in range(R) if self.A[r] == a]
+            self.rule_starts[a] = len(rule_pair)
+            rule_pair += [int(self.pair_of_rule[r]) for r in mine] + [0]
+            rule_logp += [float(self.logp[r]) for r in mine] + [-np.inf]
+            # for back-tracking: cnf rule index, children pair and log probability of each rule
+            self.rules_of.append(
+                (
+                    np.array([self.binary[r] for r in mine], dtype=int),
+                    self.pair_of_rule[mine],
+                    self.logp[mine],
+                )
+            )
+        self.rule_pair = np.array(rule_pair, dtype=int)  # (R + N,)
+        self.rule_logp = np.array(rule_logp)  # (R + N,)
+
+        # lexical rules: per word, one row of log probabilities over the N nonterminals
         self.lexical: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
         for k, r in enumerate(cnf.cnf_rules):
             if len(r.rhs) == 1:
-                self.lexical[r.rhs[0]].append((k, self.index[r.lhs], r.logp))
-        self.set_logp(self.logp)
-
-    def set_logp(self, logp: np.ndarray) -> None:
-        """Set the binary rules' log probabilities and the dense tensor ``W`` of the fast path:
-        ``W[A, B, C]`` = the sum of ``P(A -> B C)`` over the binary rules ``A -> B C``."""
-        N = len(self.symbols)
-        self.logp = logp
-        W = np.zeros((N, N, N))  # (N, N, N): [A, B, C]
-        np.add.at(W, (self.A, self.B, self.C), np.exp(logp))
-        W_pair = np.zeros((len(self.pair_B), N))  # (Q, N): [children pair (B, C), A]
-        np.add.at(W_pair, (self.pair_of_rule, self.A), np.exp(logp))
-        self.W_pair = W_pair
-        self.W_out = W.reshape(N, N * N)  # (N, N*N): [A, (B, C)]
-        with np.errstate(divide="ignore"):
-            self.log_w_min = float(np.log(W[W > 0].min())) if (W > 0).any() else 0.0
+                self.lexical[r.rhs[0]].append((k, self.index[r.lhs], 0.0 if counting else r.logp))
+        self.word_sum: dict[str, np.ndarray] = {}  # (N,): log sum over the rules A -> w
+        self.word_max: dict[str, np.ndarray] = {}  # (N,): log max over the rules A -> w
+        self.word_rule: dict[str, np.ndarray] = {}  # (N,): index of the best rule A -> w, or -1
+        for w, entries in self.lexical.items():
+            row_sum, row_max = np.full(N, -np.inf), np.full(N, -np.inf)
+            best = np.full(N, -1, dtype=int)
+            for k, a, lp in entries:
+                row_sum[a] = np.logaddexp(row_sum[a], lp)
+                if lp > row_max[a]:
+                    row_max[a], best[a] = lp, k
+            self.word_sum[w], self.word_max[w], self.word_rule[w] = row_sum, row_max, best
+        self._spans: dict[int, list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def word_scores(self, words: Sequence[str], combine: str) -> np.ndarray:
-        """``(n, N)``: the log probability of ``A -> w_{i+1}`` (max or logsumexp over the rules
-        with that left side and word, which differ only in their labels)."""
-        unknown = sorted({w for w in words if w not in self.lexical})
-        if unknown:
-            raise ValueError(f"the grammar has no rule for the word(s) {unknown!r}")
-        out = np.full((len(words), len(self.symbols)), -np.inf)  # (n, N)
-        for i, w in enumerate(words):
-            for _, a, lp in self.lexical[w]:
-                out[i, a] = np.logaddexp(out[i, a], lp) if combine == "sum" else max(out[i, a], lp)
-        return out
+        """``(n, N)``: the log probability of ``A -> w_{i+1}`` (logsumexp if ``combine`` is
+        ``"sum"``, else max, over the rules with that left side and word, which differ only in
+        their labels)."""
+        rows = self.word_sum if combine == "sum" else self.word_max
+        try:
+            return np.array([rows[w] for w in words])  # (n, N)
+        except KeyError:
+            unknown = sorted({w for w in words if w not in rows})
+            raise ValueError(f"the grammar has no rule for the word(s) {unknown!r}") from None
+
+    def spans(self, n: int) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+        """For a chart of ``n`` words stored flat, span ``(i, j)`` in row ``i (n+1) + j``: for each
+        span length ``2 .. n``, ``(n_i, m, left, right, cells)`` with ``n_i`` spans of that length
+        and ``m`` split points each; ``left`` and ``right`` ``(n_i m,)`` are the rows of the
+        children ``(i, k)`` and ``(k, j)`` of every span and split (spans major), ``cells``
+        ``(n_i,)`` the rows of the spans. Computed once per ``n``."""
+        if n not in self._spans:
+            out = []
+            for length in range(2, n + 1):
+                I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
+                K = I + np.arange(1, length)[None, :]  # (n_i, m) split points
+                left = (I * (n + 1) + K).ravel()  # (n_i m,): rows of (i, k)
+                right = (K * (n + 1) + I + length).ravel()  # (n_i m,): rows of (k, j)
+                cells = I[:, 0] * (n + 2) + length  # (n_i,): rows of (i, i + length)
+                out.append((len(I), length - 1, left, right, cells))
+            self._spans[n] = out
+        return self._spans[n]
 
 
 def _padded_groups(keys: np.ndarray, N: int, pad: int) -> np.ndarray:
@@ -1207,32 +1265,10 @@ def _pcfg_words(grammar: PCFG, words: Sequence[str]) -> list[str]:
     return words
 
 
-def _span_scores(
-    chart: np.ndarray, tab: _Tables, length: int, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For all spans ``(i, i+length)`` and splits ``k = i+m``: the score of every binary rule,
-    ``logp[r] + chart[i, k, B[r]] + chart[k, j, C[r]]``, shape ``(n_i, m, R)``; and the start and
-    split indices ``(n_i, 1)``, ``(1, m)``."""
-    I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
-    M = np.arange(1, length)[None, :]  # (1, m) split offsets
-    left = chart[I, I + M]  # (n_i, m, N): spans (i, k)
-    right = chart[I + M, I + length]  # (n_i, m, N): spans (k, j)
-    scores = left[:, :, tab.B] + right[:, :, tab.C] + tab.logp  # (n_i, m, R)
-    return scores, I, M
-
-
 def _with_pad(scores: np.ndarray) -> np.ndarray:
     """Append the always -inf rule ``R`` that pads the group tables."""
     pad = np.full(scores.shape[:-1] + (1,), -np.inf)
     return np.concatenate([scores, pad], axis=-1)  # (..., R+1)
-
-
-@reference
-def inside(grammar: PCFG | Iterable[PlainRule], words: Sequence[str]) -> float:
-    """log P(words) summed over every tree, the inside algorithm, eq. (parse-inside)."""
-    grammar = _as_pcfg(grammar)
-    words = _pcfg_words(grammar, words)
-    return float(_inside_batch(grammar._arrays(), [words])[0, 0, -1, 0])
 
 
 def _scaled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -1260,53 +1296,159 @@ def _log(x: np.ndarray) -> np.ndarray:
         return np.log(x)
 
 
-def _inside_span_fast(tab: _Tables, left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
-    """The inside scores of the spans of one length from their children's, ``(B, n_i, N)``, by
-    two matrix products in scaled probability space; ``None`` when some product of terms could
-    fall below ``exp(SAFE_EXPONENT)`` relative to its span's largest (then the caller uses logs).
+def _logaddexp(x: float, y: float) -> float:
+    """``log(exp(x) + exp(y))`` for two log probabilities (either may be -inf)."""
+    if x < y:
+        x, y = y, x
+    return x if y == -math.inf else x + math.log1p(math.exp(y - x))
 
-    ``left`` and ``right`` are ``(B, n_i, m, N)``: ``beta(i, k)`` and ``beta(k, j)`` for each
-    sentence, span and split. With ``left = log(vL) + sL`` and ``right = log(vR) + sR`` (scales
-    per span and split), ``sum_k sum_{B, C} P(A -> B C) beta_B(i, k) beta_C(k, j)`` is
-    ``exp(s_max) sum_{B, C} W[A, B, C] T[B, C]`` with ``T = sum_k w_k vL_k vR_k^T``,
-    ``w_k = exp(sL_k + sR_k - s_max)``; the sum runs over the pairs ``(B, C)`` that some rule
-    has (``W_pair``).
-    """
-    vL, sL, low_l = _scaled(left)  # (B, n_i, m, N), (B, n_i, m, 1)
-    vR, sR, low_r = _scaled(right)
-    s = (sL + sR)[..., 0]  # (B, n_i, m)
-    s = np.where(np.isfinite(left).any(-1) & np.isfinite(right).any(-1), s, -np.inf)
-    w, s_max, low_w = _scaled(s)  # (B, n_i, m), (B, n_i, 1)
-    if low_l + low_r + low_w + tab.log_w_min < SAFE_EXPONENT:
-        return None
-    T = np.matmul(_contiguous((vL * w[..., None]).swapaxes(-1, -2)), vR)  # (B, n_i, N, N)
-    u = T[..., tab.pair_B, tab.pair_C] @ tab.W_pair  # (B, n_i, Q) @ (Q, N) -> (B, n_i, N)
-    return _log(u) + s_max
+
+# --- the readable versions: the book's loops over spans, split points and rules
+
+
+def _loop_tables(
+    grammar: PCFG, words: Sequence[str]
+) -> tuple[CNFGrammar, list[str], dict[str, list[int]], list[int]]:
+    """The CNF grammar, the words, the lexical rules of each word and the binary rules (as
+    indices into ``cnf.cnf_rules``), for the loop versions."""
+    grammar = _as_pcfg(grammar)
+    words = _pcfg_words(grammar, words)
+    cnf = grammar.cnf()
+    lexical: dict[str, list[int]] = defaultdict(list)
+    binary: list[int] = []
+    for index, r in enumerate(cnf.cnf_rules):
+        if len(r.rhs) == 1:
+            lexical[r.rhs[0]].append(index)
+        else:
+            binary.append(index)
+    unknown = sorted({w for w in words if w not in lexical})
+    if unknown:
+        raise ValueError(f"the grammar has no rule for the word(s) {unknown!r}")
+    return cnf, words, lexical, binary
+
+
+@reference
+def inside_loop(grammar: PCFG | Iterable[PlainRule], words: Sequence[str]) -> float:
+    """log P(words), the inside algorithm as the book writes it, eq. (parse-inside): loops over
+    span lengths, spans, split points and binary rules, a dictionary per cell. The same result
+    as :func:`inside`, which does the same sums with numpy, all spans of one length at once."""
+    cnf, words, lexical, binary = _loop_tables(_as_pcfg(grammar), words)
+    n = len(words)
+    beta: list[list[dict[str, float]]] = [[{} for _ in range(n + 1)] for _ in range(n + 1)]
+    for i, w in enumerate(words):
+        for index in lexical[w]:
+            r = cnf.cnf_rules[index]
+            beta[i][i + 1][r.lhs] = _logaddexp(beta[i][i + 1].get(r.lhs, -math.inf), r.logp)
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            for k in range(i + 1, j):
+                for index in binary:
+                    r = cnf.cnf_rules[index]  # A -> B C
+                    b, c = r.rhs
+                    if b in beta[i][k] and c in beta[k][j]:
+                        term = r.logp + beta[i][k][b] + beta[k][j][c]
+                        beta[i][j][r.lhs] = _logaddexp(beta[i][j].get(r.lhs, -math.inf), term)
+    return beta[0][n].get(cnf.start, -math.inf)
+
+
+@reference
+def viterbi_cky_loop(
+    grammar: PCFG | Iterable[PlainRule], words: Sequence[str]
+) -> tuple[Tree | None, float]:
+    """Viterbi CKY as the book writes it, eq. (parse-viterbi): :func:`inside_loop` with max for
+    the sum, and a back pointer ``(rule, split)`` for each cell entry. The same result as
+    :func:`viterbi_cky` (which may return another tree when two trees tie)."""
+    cnf, words, lexical, binary = _loop_tables(_as_pcfg(grammar), words)
+    n = len(words)
+    delta: list[list[dict[str, float]]] = [[{} for _ in range(n + 1)] for _ in range(n + 1)]
+    backptr: dict[tuple[int, int, str], tuple[int, int]] = {}  # (i, j, A) -> (rule, split k)
+    for i, w in enumerate(words):
+        for index in lexical[w]:
+            r = cnf.cnf_rules[index]
+            if r.logp > delta[i][i + 1].get(r.lhs, -math.inf):
+                delta[i][i + 1][r.lhs] = r.logp
+                backptr[(i, i + 1, r.lhs)] = (index, i + 1)
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            for k in range(i + 1, j):
+                for index in binary:
+                    r = cnf.cnf_rules[index]  # A -> B C
+                    b, c = r.rhs
+                    if b in delta[i][k] and c in delta[k][j]:
+                        score = r.logp + delta[i][k][b] + delta[k][j][c]
+                        if score > delta[i][j].get(r.lhs, -math.inf):
+                            delta[i][j][r.lhs] = score
+                            backptr[(i, j, r.lhs)] = (index, k)
+    if cnf.start not in delta[0][n]:
+        return None, -math.inf
+
+    def build(i: int, j: int, a: str) -> Tree:
+        index, k = backptr[(i, j, a)]
+        rule = cnf.cnf_rules[index]
+        if j == i + 1:
+            return Tree(rule.label, [words[i]])
+        return Tree(rule.label, [build(i, k, rule.rhs[0]), build(k, j, rule.rhs[1])])
+
+    return Tree.from_cnf(build(0, n, cnf.start)), delta[0][n][cnf.start]
+
+
+# --- the vectorised versions
+
+
+@reference
+def inside(grammar: PCFG | Iterable[PlainRule], words: Sequence[str]) -> float:
+    """log P(words) summed over every tree, the inside algorithm, eq. (parse-inside)."""
+    grammar = _as_pcfg(grammar)
+    words = _pcfg_words(grammar, words)
+    return float(_inside_batch(grammar._arrays(), [words])[0, 0, -1, 0])
 
 
 def _inside_batch(tab: _Tables, sentences: Sequence[list[str]]) -> np.ndarray:
     """The inside tables of sentences of one length ``n``, ``(B, n+1, n+1, N)``, eq.
     (parse-inside): ``beta[b, i, j, A] = log P(A =>* w_{i+1..j})`` of sentence ``b``.
 
-    For each span length, the fast path (:func:`_inside_span_fast`) when it is exact, else the
-    recursion in logs: a logsumexp over the split points, then over the rules of each
-    nonterminal."""
-    Bn, n, N = len(sentences), len(sentences[0]), len(tab.symbols)
-    beta = np.full((Bn, n + 1, n + 1, N), -np.inf)  # (B, n+1, n+1, N)
-    for b, words in enumerate(sentences):
-        beta[b, np.arange(n), np.arange(1, n + 1)] = tab.word_scores(words, "sum")
-    for length in range(2, n + 1):
-        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
-        M = np.arange(1, length)[None, :]  # (1, m) split offsets
-        left, right = beta[:, I, I + M], beta[:, I + M, I + length]  # (B, n_i, m, N) each
-        fast = _inside_span_fast(tab, left, right)
-        if fast is None:
-            scores = left[..., tab.B] + right[..., tab.C] + tab.logp  # (B, n_i, m, R)
-            per_rule = _logsumexp(scores, axis=-2)  # (B, n_i, R): summed over the split k
-            grouped = _with_pad(per_rule)[..., tab.by_lhs]  # (B, n_i, N, R_max)
-            fast = _logsumexp(grouped, axis=-1)  # (B, n_i, N)
-        beta[:, I[:, 0], I[:, 0] + length] = fast
-    return beta
+    The chart is stored flat, span ``(i, j)`` in row ``i (n+1) + j`` (:meth:`_Tables.spans`),
+    beside two copies of it projected on the children pairs: ``to_B[.., q] = beta_{pair_B[q]}``
+    and ``to_C[.., q] = beta_{pair_C[q]}``. For all spans of one length at once, every term
+    ``beta_B(i, k) + beta_C(k, j)`` of every split and pair is one addition of two gathered
+    arrays; its sum over the splits and rules is taken in *scaled* probability space, each span's
+    terms divided by their largest (kept as a log), so that the sum over rules is one matrix
+    product with ``W_pair``. When some term falls more than ``exp(SAFE_EXPONENT)`` below its
+    span's largest (the product could lose it), that length is summed in logs instead: a
+    logsumexp over the splits, then over the rules. So nothing underflows."""
+    Bn, n = len(sentences), len(sentences[0])
+    N, Q = len(tab.symbols), len(tab.pair_B)
+    rows = (n + 1) * (n + 1)
+    beta = np.full((Bn, rows, N), -np.inf)  # (B, (n+1)^2, N)
+    to_B = np.full((Bn, rows, Q), -np.inf)  # (B, (n+1)^2, Q)
+    to_C = np.full((Bn, rows, Q), -np.inf)  # (B, (n+1)^2, Q)
+    leaves = np.arange(n) * (n + 2) + 1  # (n,): rows of the spans (i, i+1)
+    words = np.stack([tab.word_scores(s, "sum") for s in sentences])  # (B, n, N)
+    beta[:, leaves], to_B[:, leaves], to_C[:, leaves] = (
+        words,
+        words[..., tab.pair_B],
+        words[..., tab.pair_C],
+    )
+    with np.errstate(divide="ignore", under="ignore"):
+        for n_i, m, left, right, cells in tab.spans(n) if Q else []:  # Q = 0: no binary rule
+            terms = (to_B[:, left] + to_C[:, right]).reshape(Bn, n_i, m * Q)  # (B, n_i, m Q)
+            top = terms.max(axis=2, keepdims=True)  # (B, n_i, 1): each span's largest term
+            top[top == -np.inf] = 0.0  # a span no pair can build: all its terms stay -inf
+            rel = terms - top  # (B, n_i, m Q), <= 0
+            if rel.min(initial=0.0, where=rel > -np.inf) + tab.log_w_min > SAFE_EXPONENT:
+                v = np.exp(rel).reshape(Bn, n_i, m, Q).sum(axis=2)  # (B, n_i, Q): over splits
+                out = np.log(v @ tab.W_pair) + top  # (B, n_i, Q) @ (Q, N) -> (B, n_i, N)
+            else:  # in logs: logsumexp over the splits, then over the pairs with W
+                per_pair = _logsumexp(terms.reshape(Bn, n_i, m, Q), axis=2)  # (B, n_i, Q)
+                out = _logsumexp(per_pair[..., None] + tab.log_W_pair, axis=2)  # (B, n_i, N)
+            beta[:, cells], to_B[:, cells], to_C[:, cells] = (
+                out,
+                out[..., tab.pair_B],
+                out[..., tab.pair_C],
+            )
+    return beta.reshape(Bn, n + 1, n + 1, N)
 
 
 @reference
@@ -1314,58 +1456,65 @@ def viterbi_cky(
     grammar: PCFG | Iterable[PlainRule], words: Sequence[str]
 ) -> tuple[Tree | None, float]:
     """The most probable tree (original grammar's labels) and its log probability, Viterbi CKY,
-    eq. (parse-viterbi): the inside recursion with max instead of sum, and back pointers
-    ``(rule, split)`` per span and nonterminal. ``(None, -inf)`` if no tree covers the words."""
+    eq. (parse-viterbi): the inside recursion with max instead of sum. ``(None, -inf)`` if no
+    tree covers the words. :func:`viterbi_cky_loop` is the same as plain loops.
+
+    Vectorised as :func:`_inside_batch`: for all spans of one length at once, the best split of
+    each children pair (a max over the gathered terms), then the best rule of each nonterminal
+    (a max over the pairs' scores plus the rules' log probabilities, grouped by left side with
+    ``np.maximum.reduceat``). No back pointers are stored: the tree is read back top-down, each
+    node choosing the rule and split that reach its score (:func:`_viterbi_backtrack`).
+    """
     grammar = _as_pcfg(grammar)
     words = _pcfg_words(grammar, words)
     tab = grammar._arrays()
-    n, N = len(words), len(tab.symbols)
-    delta = np.full((n + 1, n + 1, N), -np.inf)  # (n+1, n+1, N)
-    backptr_rule = np.full((n + 1, n + 1, N), -1, dtype=int)  # index into cnf_rules
-    backptr_split = np.full((n + 1, n + 1, N), -1, dtype=int)  # k
-    word_best = np.full((n, N), -np.inf)  # (n, N)
-    for i, w in enumerate(words):
-        if w not in tab.lexical:
-            raise ValueError(f"the grammar has no rule for the word {w!r}")
-        for k, a, lp in tab.lexical[w]:
-            if lp > word_best[i, a]:
-                word_best[i, a] = lp
-                backptr_rule[i, i + 1, a] = k
-    delta[np.arange(n), np.arange(1, n + 1)] = word_best
-    binary = np.array(tab.binary + [-1])  # index into cnf_rules of each binary rule, -1: none
-    for length in range(2, n + 1):
-        I = np.arange(n - length + 1)[:, None]  # (n_i, 1) span starts
-        M = np.arange(1, length)[None, :]  # (1, m) split offsets
-        # the best split of each children pair (B, C) does not depend on the rule's probability
-        children = delta[I, I + M][..., tab.pair_B] + delta[I + M, I + length][..., tab.pair_C]
-        pair_split = np.argmax(children, axis=1)  # (n_i, Q): children is (n_i, m, Q)
-        pair_best = np.take_along_axis(children, pair_split[:, None, :], 1)[:, 0]  # (n_i, Q)
-        best_split = pair_split[:, tab.pair_of_rule]  # (n_i, R): the best split of each rule
-        per_rule = pair_best[:, tab.pair_of_rule] + tab.logp  # (n_i, R)
-        grouped = _with_pad(per_rule)[:, tab.by_lhs]  # (n_i, N, R_max)
-        slot = np.argmax(grouped, axis=2)  # (n_i, N): the best rule of each nonterminal
-        rule = tab.by_lhs[np.arange(N)[None, :], slot]  # (n_i, N) index into the binary rules
-        starts = I[:, 0]
-        delta[starts, starts + length] = np.take_along_axis(grouped, slot[..., None], 2)[..., 0]
-        padded = np.concatenate([best_split, np.zeros((len(best_split), 1), dtype=int)], axis=1)
-        split = np.take_along_axis(padded, rule, 1)  # (n_i, N): the best rule's split
-        backptr_split[starts, starts + length] = starts[:, None] + 1 + split
-        backptr_rule[starts, starts + length] = binary[rule]
-    logp = float(delta[0, n, 0])
+    n, N, Q = len(words), len(tab.symbols), len(tab.pair_B)
+    rows = (n + 1) * (n + 1)
+    delta = np.full((rows, N), -np.inf)  # ((n+1)^2, N): row i (n+1) + j is the span (i, j)
+    to_B = np.full((rows, Q), -np.inf)  # ((n+1)^2, Q): delta of each pair's left child
+    to_C = np.full((rows, Q), -np.inf)  # ((n+1)^2, Q): delta of each pair's right child
+    leaves = np.arange(n) * (n + 2) + 1  # (n,)
+    best_word = tab.word_scores(words, "max")  # (n, N)
+    delta[leaves], to_B[leaves], to_C[leaves] = (
+        best_word,
+        best_word[:, tab.pair_B],
+        best_word[:, tab.pair_C],
+    )
+    for n_i, m, left, right, cells in tab.spans(n) if Q else []:  # Q = 0: no binary rule
+        children = (to_B[left] + to_C[right]).reshape(n_i, m, Q)  # (n_i, m, Q)
+        best_pair = children.max(axis=1)  # (n_i, Q): the best split of each pair
+        per_rule = best_pair[:, tab.rule_pair] + tab.rule_logp  # (n_i, R + N), grouped by A
+        out = np.maximum.reduceat(per_rule, tab.rule_starts, axis=1)  # (n_i, N)
+        delta[cells], to_B[cells], to_C[cells] = out, out[:, tab.pair_B], out[:, tab.pair_C]
+    logp = float(delta[n, 0])  # the span (0, n), the start symbol
     if logp == -math.inf:
         return None, logp
+    return Tree.from_cnf(_viterbi_backtrack(tab, words, to_B, to_C, 0, n, 0)), logp
 
-    def build(i: int, j: int, a: int) -> Tree:
-        rule = tab.cnf.cnf_rules[backptr_rule[i, j, a]]
-        if j == i + 1:
-            return Tree(rule.label, [words[i]])
-        k = int(backptr_split[i, j, a])
-        return Tree(
-            rule.label,
-            [build(i, k, tab.index[rule.rhs[0]]), build(k, j, tab.index[rule.rhs[1]])],
-        )
 
-    return Tree.from_cnf(build(0, n, 0)), logp
+def _viterbi_backtrack(
+    tab: _Tables, words: list[str], to_B: np.ndarray, to_C: np.ndarray, i: int, j: int, a: int
+) -> Tree:
+    """The best tree of nonterminal ``a`` over the span ``(i, j)`` (CNF labels), read back from
+    the Viterbi chart: the rule ``a -> B C`` and split ``k`` whose score ``log P(a -> B C) +
+    delta_B(i, k) + delta_C(k, j)`` is the largest (it equals ``delta_a(i, j)``)."""
+    if j == i + 1:
+        rule = tab.cnf.cnf_rules[tab.word_rule[words[i]][a]]
+        return Tree(rule.label, [words[i]])
+    n1 = len(words) + 1
+    ks = np.arange(i + 1, j)  # (m,) split points
+    indices, pairs, logps = tab.rules_of[a]  # (r_a,) each
+    scores = to_B[i * n1 + ks][:, pairs] + to_C[ks * n1 + j][:, pairs] + logps  # (m, r_a)
+    best = int(np.argmax(scores))
+    k, rule = int(ks[best // len(pairs)]), tab.cnf.cnf_rules[indices[best % len(pairs)]]
+    b, c = tab.index[rule.rhs[0]], tab.index[rule.rhs[1]]
+    return Tree(
+        rule.label,
+        [
+            _viterbi_backtrack(tab, words, to_B, to_C, i, k, b),
+            _viterbi_backtrack(tab, words, to_B, to_C, k, j, c),
+        ],
+    )
 
 
 @dataclass
@@ -1627,9 +1776,7 @@ def log_tree_count(grammar: CFG, words: Sequence[str]) -> float:
     log; :meth:`Chart.count` gives the exact integer on short ones. ``-inf`` if there is none.
     """
     cnf = to_cnf(grammar) if not isinstance(grammar, CNFGrammar) else grammar
-    tab = _Tables(cnf)
-    tab.set_logp(np.zeros_like(tab.logp))
-    tab.lexical = {w: [(k, a, 0.0) for k, a, _ in rules] for w, rules in tab.lexical.items()}
+    tab = _Tables(cnf, counting=True)
     return float(_inside_batch(tab, [list(words)])[0, 0, -1, 0])
 
 

@@ -359,6 +359,45 @@ def test_viterbi_and_inside_against_nltk_and_brute_force(text, sentence):
         assert str(Tree.fromstring(str(nltk.Tree.convert(nltk_best)))) == str(best)
 
 
+@pytest.mark.parametrize(
+    "text, sentence",
+    [(TOY_PCFG, s) for s in PCFG_SENTENCES] + [(TOY_PCFG_MIXED, s) for s in MIXED_SENTENCES],
+)
+def test_loop_versions_against_brute_force(text, sentence):
+    words = sentence.split()
+    g = PCFG.fromstring(text)
+    logps = np.array([g.tree_logprob(t) for t in all_trees(text, words)])
+    best, logp = parsing.viterbi_cky_loop(g, words)
+    assert logp == pytest.approx(logps.max(), rel=1e-12)
+    assert g.tree_logprob(best) == pytest.approx(logp, rel=1e-12)
+    assert parsing.inside_loop(g, words) == pytest.approx(np.logaddexp.reduce(logps), rel=1e-12)
+
+
+def test_vectorised_equal_the_loops_on_brown_tag_sequences():
+    g = brown_tag_pcfg()
+    tags = list(parsing._TAGS)
+    rng = np.random.default_rng(3)
+    sentences = [list(rng.choice(tags, size=n)) for n in range(1, 13) for _ in range(2)]
+    batched = g.log_likelihoods(sentences)
+    for words, batch_logz in zip(sentences, batched, strict=True):
+        best_loop, logp_loop = parsing.viterbi_cky_loop(g, words)
+        best, logp = g.viterbi(words)
+        assert logp == pytest.approx(logp_loop, rel=1e-12, abs=1e-12)
+        assert g.tree_logprob(best) == pytest.approx(logp_loop, rel=1e-12, abs=1e-12)
+        logz = parsing.inside_loop(g, words)
+        assert g.inside(words) == pytest.approx(logz, rel=1e-12)
+        assert batch_logz == pytest.approx(logz, rel=1e-12)
+
+
+def test_loop_versions_refuse_unknown_words():
+    g = PCFG.fromstring(TOY_PCFG)
+    for f in (parsing.viterbi_cky_loop, parsing.inside_loop):
+        with pytest.raises(ValueError, match="'dog'"):
+            f(g, "I saw the dog".split())
+    assert parsing.viterbi_cky_loop(g, "the man".split()) == (None, -math.inf)
+    assert parsing.inside_loop(g, "the man".split()) == -math.inf
+
+
 def test_inside_no_underflow_on_100_words_closed_form():
     g = PCFG.fromstring("X -> X X [0.5] | 'a' [0.5]")
     for n in (1, 2, 7, 100):
