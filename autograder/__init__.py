@@ -1,0 +1,1 @@
+"""The course's grading tools: nbgrader's configuration and the sandboxed class grader."""

@@ -1,0 +1,751 @@
+"""The class grader: ``python -m autograder grade <assignment>`` grades a whole class (issue 11).
+
+An instructor runs it instead of ``nbgrader autograde``. It reads nbgrader's layout and
+configuration (``autograder/nbgrader_config.py``: ``submitted/<student>/<assignment>/<nb>.ipynb``,
+the source notebook in ``solutions/<assignment>/``, the gradebook's ``db_url``) and keeps nbgrader's
+files and gradebook, so ``nbgrader export``, ``nbgrader generate_feedback`` and formgrader keep
+working. How one run goes:
+
+1. **The assignment** is recorded in the gradebook as ``nbgrader generate_assignment`` records it
+   (its converter is run, writing the release version to a temporary folder, so ``exercises/`` is
+   not touched); that release version is what students see of the test cells.
+2. **The submissions** are read, each file's bytes hashed (sha256). A student whose result is
+   already in the gradebook for a file with the same checksum is skipped (``--regrade`` grades
+   again), so a run resumes where an earlier one stopped and a changed file is graded again.
+3. **One Dask task per submission** calls :func:`autograder.sandbox.grade_submission` with the
+   file's bytes and the source notebook (sent with the task: workers need no shared filesystem),
+   on a local cluster sized to the machine (``--workers``) or on an existing scheduler
+   (``--scheduler tcp://host:8786``). The task runs the student's code in a sandbox and returns
+   plain data. Workers never touch the gradebook or the course's files.
+4. **One coordinator** (this process) takes results as they arrive (``distributed.as_completed``)
+   and for each one writes the autograded notebook (``autograded/<student>/<assignment>/``: the
+   student's notebook with the test cells as the release version shows them, no hidden tests, and
+   each failed check's message as the cell's output; ``timestamp.txt`` copied), then records the
+   grades in one transaction (:mod:`autograder.gradebook_writer`). Killing the coordinator loses
+   only the submissions in flight. A task that fails for a reason that is not the student's (a
+   worker lost three times, a broken worker environment) is reported and left ungraded, so the
+   next run grades it.
+5. **What the instructor sees**: a progress bar, the per-student feedback HTML (nbgrader's
+   ``generate_feedback`` with the course's configuration, which shows the check messages and never
+   hidden tests), a summary (graded / zero / timed out / crashed / rejected / needs review, with the
+   reasons), and a CSV (student, score, max, status, needs review, reasons).
+
+The submitted files are only read, never modified. Each Dask worker process grades one submission
+at a time (the checks' caller and the reference guard are process-wide), so start remote workers
+with one thread each (``dask worker tcp://host:8786 --nworkers 16 --nthreads 1``), with this
+repository's environment installed (``pip install -r requirements.txt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import stat
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+
+HERE = Path(__file__).resolve().parent  # the default course folder: the one with nbgrader_config.py
+MAX_FILE_BYTES = 100 * 2**20  # a handed-in file larger than this is not sent to a worker
+STATUSES = ("graded", "zero", "timed_out", "crashed", "rejected", "needs_review")
+LIMIT_FLAGS = {  # command-line flag -> field of autograder.sandbox.Limits
+    "memory_mb": int,
+    "processes": int,
+    "file_size_mb": int,
+    "output_bytes": int,
+    "cpu_seconds": int,
+    "call_seconds": float,
+    "notebook_seconds": float,
+}
+ENAMES = {  # how a part that scored nothing shows in the autograded notebook and the feedback
+    "failed": "CheckFailed",
+    "error": "Error",
+    "timed_out": "TimedOut",
+    "crashed": "Crashed",
+    "limit": "LimitExceeded",
+    "missing": "Missing",
+}
+
+
+# ------------------------------------------------------------------------------ the course
+
+
+@dataclass
+class Course:
+    """nbgrader's view of the course: its configuration and folders."""
+
+    config_dir: Path  # the folder of nbgrader_config.py
+    config: Any  # traitlets Config
+    coursedir: Any  # nbgrader.coursedir.CourseDirectory
+
+    @property
+    def db_url(self) -> str:
+        return str(self.coursedir.db_url)
+
+    @property
+    def course_id(self) -> str:
+        return str(self.coursedir.course_id)
+
+    def folder(self, step: str, student: str, assignment: str) -> Path:
+        """``<root>/<step>/<student>/<assignment>`` as nbgrader lays it out."""
+        return Path(os.path.normpath(self.coursedir.format_path(step, student, assignment)))
+
+
+def load_course(
+    config_dir: Path = HERE, *, root: Path | None = None, db_url: str | None = None
+) -> Course:
+    """Load ``config_dir/nbgrader_config.py`` as nbgrader does; ``root`` and ``db_url`` replace
+    the course root and the gradebook it names."""
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config_dir = Path(config_dir).resolve()
+    if not (config_dir / "nbgrader_config.py").is_file():
+        raise SystemExit(
+            f"no nbgrader_config.py in {config_dir} (give the course folder: --course)"
+        )
+    # nbgrader runs the `alembic` script installed beside python when it creates a gradebook
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(config_dir)).load_config()
+    if root is not None:
+        config.CourseDirectory.root = str(Path(root).resolve())
+    if db_url is not None:
+        config.CourseDirectory.db_url = db_url
+    return Course(config_dir, config, CourseDirectory(config=config))
+
+
+def grade_ids(nb: dict | NotebookNode) -> list[tuple[str, dict, dict]]:
+    """``(grade_id, nbgrader metadata, cell)`` of every nbgrader cell, in order."""
+    out = []
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            out.append((meta["grade_id"], meta, cell))
+    return out
+
+
+def is_test_cell(meta: dict) -> bool:
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+@dataclass
+class Assignment:
+    """An assignment as the grader needs it."""
+
+    name: str  # e.g. "01-ngrams"
+    notebook: str  # the notebook's file name, e.g. "ngrams.ipynb"
+    source: dict  # the solutions/ notebook as JSON: setup, tests (hidden included), points
+    release: NotebookNode  # what students got: test cells without the hidden tests
+
+    @property
+    def notebook_id(self) -> str:
+        return Path(self.notebook).stem
+
+    def test_cells(self) -> list[tuple[str, float]]:
+        """``(grade_id, points)`` of every test cell of the source, in order."""
+        return [
+            (gid, float(m["points"])) for gid, m, _ in grade_ids(self.source) if is_test_cell(m)
+        ]
+
+
+def prepare_assignment(course: Course, name: str) -> Assignment:
+    """Read the assignment's source notebook and record the assignment in the gradebook as
+    ``nbgrader generate_assignment`` does, without writing to the release folder."""
+    from nbgrader.converters import GenerateAssignment
+
+    folder = course.folder(course.coursedir.source_directory, ".", name)
+    notebooks = sorted(folder.glob("*.ipynb"))
+    if not notebooks:
+        raise SystemExit(f"assignment {name!r}: no notebook in {folder}")
+    if len(notebooks) > 1:
+        raise SystemExit(
+            f"assignment {name!r}: the class grader grades one notebook per assignment, "
+            f"{folder} has {len(notebooks)}: {', '.join(p.name for p in notebooks)}"
+        )
+    source = json.loads(notebooks[0].read_text(encoding="utf-8"))
+    config = copy.deepcopy(course.config)
+    with tempfile.TemporaryDirectory(prefix="autograder-release-") as release_dir:
+        config.CourseDirectory.release_directory = release_dir
+        from nbgrader.coursedir import CourseDirectory
+
+        coursedir = CourseDirectory(config=config)
+        coursedir.assignment_id = name
+        converter = GenerateAssignment(coursedir=coursedir, config=config)
+        converter.force = True
+        converter.log.setLevel(logging.WARNING)
+        converter.start()
+        release = nbformat.read(Path(release_dir) / name / notebooks[0].name, as_version=4)
+    return Assignment(name, notebooks[0].name, source, release)
+
+
+# ------------------------------------------------------------------------------ submissions
+
+
+@dataclass
+class Submission:
+    """One student's handed-in notebook, as read (never written) by the grader."""
+
+    student: str
+    folder: Path  # submitted/<student>/<assignment>
+    name: str  # the file's name ("" when there is none)
+    data: bytes
+    checksum: str  # sha256 of data, or of why there is nothing to grade
+    timestamp: str | None  # nbgrader's timestamp.txt
+    problem: str = ""  # why it is not sent to a worker ("" when it is)
+    notes: list[str] = field(default_factory=list)  # said beside the result
+
+
+def find_submissions(
+    course: Course, assignment: Assignment, students: Sequence[str] = ()
+) -> list[Submission]:
+    """Every student folder ``submitted/<student>/<assignment>/``, sorted by student id."""
+    step = course.coursedir.submitted_directory
+    top = course.folder(step, ".", ".")
+    found = []
+    if top.is_dir():
+        for folder in sorted(top.iterdir()):
+            if (folder / assignment.name).is_dir() and (not students or folder.name in students):
+                found.append(read_submission(folder.name, folder / assignment.name, assignment))
+    missing = sorted(set(students) - {s.student for s in found})
+    if missing:
+        print(f"no submission of {assignment.name} in {top} for: {', '.join(missing)}")
+    return found
+
+
+def read_submission(student: str, folder: Path, assignment: Assignment) -> Submission:
+    """Read the notebook a student handed in (the expected name first, else the only notebook)."""
+    stamp = folder / "timestamp.txt"
+    timestamp = stamp.read_text(errors="replace").strip() if stamp.is_file() else None
+    notebooks = sorted(p for p in folder.iterdir() if p.name.endswith(".ipynb"))
+    names = [p.name for p in notebooks]
+    expected = assignment.notebook
+
+    def refused(problem: str) -> Submission:
+        digest = hashlib.sha256(("no file: " + "\0".join(names)).encode()).hexdigest()
+        return Submission(student, folder, "", b"", digest, timestamp, problem)
+
+    if expected in names:
+        path = folder / expected
+    elif len(notebooks) == 1:
+        path = notebooks[0]
+    elif not notebooks:
+        return refused(f"no notebook handed in: expected {expected} in {folder}")
+    else:
+        return refused(
+            f"expected {expected}, found {' and '.join(names)}: rename the one to grade to "
+            f"{expected} and run the grader again"
+        )
+    info = path.lstat()
+    if not stat.S_ISREG(info.st_mode):
+        return refused(f"{path.name} is not a plain file (a link or a folder)")
+    if info.st_size > MAX_FILE_BYTES:
+        return refused(
+            f"{path.name} is {info.st_size / 2**20:.0f} MB, over the grader's limit of "
+            f"{MAX_FILE_BYTES // 2**20} MB"
+        )
+    data = path.read_bytes()
+    sub = Submission(student, folder, path.name, data, hashlib.sha256(data).hexdigest(), timestamp)
+    others = [n for n in names if n != path.name]
+    if others:
+        sub.notes.append(f"not graded, not part of the assignment: {', '.join(others)}")
+    return sub
+
+
+def local_result(assignment: Assignment, sub: Submission, status: str, reason: str) -> dict:
+    """A result for a submission that no worker grades: every part 0."""
+    parts = [
+        {
+            "grade_id": gid,
+            "points": 0.0,
+            "max_points": points,
+            "status": "missing",
+            "message": reason,
+        }
+        for gid, points in assignment.test_cells()
+    ]
+    return {
+        "assignment": assignment.name,
+        "student": sub.student,
+        "notebook": sub.name,
+        "checksum": sub.checksum,
+        "parts": parts,
+        "status": status,
+        "reasons": [reason],
+        "needs_review": status != "zero",
+        "seconds": 0.0,
+        "student_seconds": 0.0,
+        "isolation": "not run",
+    }
+
+
+# ------------------------------------------------------------------------------ the Dask task
+
+_one_at_a_time = threading.Lock()  # one grading per worker process (see the module docstring)
+
+
+def grade_task(
+    data: bytes,
+    name: str,
+    source: dict,
+    assignment: str,
+    student: str,
+    limits: dict,
+    grade_function: Callable | None = None,
+) -> dict:
+    """What a Dask worker runs for one submission: ``grade_submission`` on the bytes, its result
+    as a plain dict. ``grade_function`` replaces ``grade_submission`` (tests use a stand-in with
+    the same signature; it gets ``limits`` as a dict)."""
+    with _one_at_a_time:
+        if grade_function is None:
+            from autograder.sandbox import Limits, grade_submission
+
+            result: Any = grade_submission(
+                data, name, source, assignment=assignment, student=student, limits=Limits(**limits)
+            )
+        else:
+            result = grade_function(
+                data, name, source, assignment=assignment, student=student, limits=dict(limits)
+            )
+    out = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result)
+    out["worker"] = f"{socket.gethostname()}:{os.getpid()}"
+    return out
+
+
+@contextmanager
+def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
+    """A client of the scheduler at ``scheduler``, or of a local cluster of ``workers`` processes
+    (default: one per CPU core this process may use), each with one thread."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler) as client:
+            yield client
+        return
+    n = workers or len(os.sched_getaffinity(0))
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=0,  # the sandbox limits each student; the nanny must not kill graders
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+# ------------------------------------------------------------------------------ the coordinator
+
+
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    """An ``error`` output as a kernel sends it: nbgrader reads such a test cell as failed."""
+    return nbformat.from_dict(
+        {
+            "output_type": "error",
+            "ename": ename,
+            "evalue": evalue,
+            "traceback": [f"{ename}: {evalue}"],
+        }
+    )
+
+
+def autograded_notebook(
+    assignment: Assignment, sub: Submission, result: dict
+) -> tuple[NotebookNode, set[str]]:
+    """The autograded notebook of a result, and the grade_ids of the solution cells left as handed
+    out. The student's notebook with outputs cleared, every test and setup cell as the release
+    version has it (a deleted one put back, a duplicated one graded once), and each test cell's
+    output the check's message when it did not pass. A file that cannot be read as a notebook is
+    shown as the release notebook with the reasons on top."""
+    from nbgrader.utils import compute_checksum
+
+    release = {gid: cell for gid, _, cell in grade_ids(assignment.release)}
+    nb = None
+    if sub.data and result["status"] != "rejected":
+        try:
+            nb = nbformat.reads(sub.data.decode("utf-8"), as_version=4)
+            nb.cells = [c for c in nb.cells if c.get("cell_type") in ("code", "markdown", "raw")]
+        except Exception:  # malformed: the worker said why, in the result's reasons
+            nb = None
+    if nb is None:
+        nb = copy.deepcopy(assignment.release)
+        note = "**Not graded as handed in.** " + " ".join(result["reasons"])
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(note))
+        return _with_outputs(nb, result), set(release) & _solution_ids(assignment)
+
+    seen: set[str] = set()
+    for cell in reversed(nb.cells):  # the last copy of a grade_id counts, as in nbgrader
+        meta = cell.get("metadata", {}).get("nbgrader")
+        gid = meta.get("grade_id") if isinstance(meta, dict) else None
+        if gid is None:
+            continue
+        if gid in seen or gid not in release:  # a copy, or a renamed cell: a plain cell
+            del cell.metadata["nbgrader"]
+            continue
+        seen.add(gid)
+        ref = release[gid]
+        cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata["nbgrader"])
+        if not ref.metadata["nbgrader"].get("solution"):  # test and setup cells: the release's
+            cell.source, cell.cell_type = ref.source, ref.cell_type
+    order = list(release)
+    for gid in order:  # put back deleted cells after the nearest earlier cell still there
+        if gid in seen:
+            continue
+        present = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells]
+        before = [i for i, g in enumerate(present) if g in order[: order.index(gid)]]
+        nb.cells.insert(before[-1] + 1 if before else 0, copy.deepcopy(release[gid]))
+        seen.add(gid)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    unanswered = set()
+    for gid, meta, cell in grade_ids(nb):
+        if meta.get("solution") and meta.get("checksum") == compute_checksum(cell):
+            unanswered.add(gid)
+    return _with_outputs(nb, result), unanswered
+
+
+def _solution_ids(assignment: Assignment) -> set[str]:
+    return {gid for gid, meta, _ in grade_ids(assignment.release) if meta.get("solution")}
+
+
+def _with_outputs(nb: NotebookNode, result: dict) -> NotebookNode:
+    parts = {p["grade_id"]: p for p in result["parts"]}
+    for gid, _, cell in grade_ids(nb):
+        part = parts.get(gid)
+        if part is None or cell.get("cell_type") != "code":
+            continue
+        if float(part["points"]) < float(part["max_points"]):
+            message = part["message"] or f"this part scored {part['points']:g}"
+            cell.outputs = [error_output(ENAMES.get(part["status"], "Error"), message)]
+    return nb
+
+
+def write_autograded(
+    course: Course, assignment: Assignment, sub: Submission, nb: NotebookNode
+) -> None:
+    """Write the autograded notebook (and ``timestamp.txt``) in place of an earlier one."""
+    dest = course.folder(course.coursedir.autograded_directory, sub.student, assignment.name)
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / assignment.notebook
+    tmp = dest / f".{assignment.notebook}.part"
+    tmp.write_text(nbformat.writes(nb), encoding="utf-8")
+    os.replace(tmp, target)
+    if sub.timestamp is not None:
+        (dest / "timestamp.txt").write_text(sub.timestamp + "\n")
+    elif (dest / "timestamp.txt").exists():
+        (dest / "timestamp.txt").unlink()
+
+
+def generate_feedback(course: Course, assignment: Assignment, students: Sequence[str]) -> str:
+    """nbgrader's ``generate_feedback`` (with the course's configuration) for ``students``'
+    autograded notebooks; returns "" or what went wrong."""
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    problems = []
+    for student in students:
+        old = course.folder(course.coursedir.feedback_directory, student, assignment.name)
+        if old.exists():
+            shutil.rmtree(old)
+        coursedir = CourseDirectory(config=course.config)
+        coursedir.assignment_id, coursedir.student_id = assignment.name, student
+        converter = GenerateFeedback(coursedir=coursedir, config=course.config)
+        converter.force = True
+        converter.log.setLevel(logging.CRITICAL)
+        try:
+            converter.start()
+        except Exception as error:
+            problems.append(f"{student}: {error}")
+    return "; ".join(problems)
+
+
+@dataclass
+class Summary:
+    """What one run did."""
+
+    assignment: str
+    results: dict[str, dict] = field(default_factory=dict)  # graded this run, by student
+    skipped: list[str] = field(default_factory=list)  # already graded, same file
+    failed: dict[str, str] = field(default_factory=dict)  # not graded: the grader's own trouble
+    seconds: float = 0.0
+    feedback_problems: str = ""
+
+    def counts(self) -> Counter:
+        return Counter(r["status"] for r in self.results.values())
+
+    def text(self) -> str:
+        n = len(self.results)
+        rate = f", {n / self.seconds * 60:.1f} per minute" if n and self.seconds else ""
+        lines = [
+            f"{self.assignment}: graded {n} submission(s) in {self.seconds:.1f} s{rate}; "
+            f"skipped {len(self.skipped)} already graded (same file; --regrade to grade again)"
+        ]
+        counts = self.counts()
+        for status in STATUSES:
+            who = sorted(s for s, r in self.results.items() if r["status"] == status)
+            lines.append(f"  {status.replace('_', ' '):13s} {len(who):4d}")
+            if status != "graded":
+                for student in who:
+                    lines.append(f"      {student}: {'; '.join(self.results[student]['reasons'])}")
+        review = sorted(
+            s
+            for s, r in self.results.items()
+            if r["needs_review"] and r["status"] != "needs_review"
+        )
+        if review:
+            lines.append(f"  also flagged for review: {', '.join(review)} (see the reasons above)")
+        other = sum(counts[s] for s in counts if s not in STATUSES)
+        if other:
+            lines.append(f"  other status   {other:4d}")
+        lines.append(
+            f"  not graded    {len(self.failed):4d}"
+            + (" (run again to grade them)" if self.failed else "")
+        )
+        for student, why in sorted(self.failed.items()):
+            lines.append(f"      {student}: {why}")
+        if self.feedback_problems:
+            lines.append(f"  feedback not written for: {self.feedback_problems}")
+        return "\n".join(lines)
+
+
+def grade_assignment(
+    course: Course,
+    assignment_name: str,
+    *,
+    students: Sequence[str] = (),
+    regrade: bool = False,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client: Any = None,
+    limits: dict | None = None,
+    feedback: bool = True,
+    csv_path: Path | None = None,
+    progress: bool = True,
+    grade_function: Callable | None = None,
+    on_result: Callable[[dict, Any], None] | None = None,
+) -> Summary:
+    """Grade every (or each named) student's submission of ``assignment_name``; see the module
+    docstring. ``client`` is an existing Dask client (else one is made from ``scheduler`` or
+    ``workers``); ``limits`` maps fields of ``autograder.sandbox.Limits`` to values;
+    ``on_result(result, client)`` is called in the coordinator after each result is recorded."""
+    from distributed import as_completed
+
+    from autograder import gradebook_writer
+
+    start = time.monotonic()
+    assignment = prepare_assignment(course, assignment_name)
+    subs = find_submissions(course, assignment, students)
+    summary = Summary(assignment.name)
+    gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
+    try:
+        done = gradebook_writer.recorded(gb, assignment.name)
+        todo = []
+        for sub in subs:
+            autograded = course.folder(
+                course.coursedir.autograded_directory, sub.student, assignment.name
+            )
+            old = done.get(sub.student)
+            fresh = old is not None and old.checksum == sub.checksum
+            if fresh and not regrade and (autograded / assignment.notebook).is_file():
+                summary.skipped.append(sub.student)
+            else:
+                todo.append(sub)
+
+        def finish(sub: Submission, result: dict) -> None:
+            result.update(assignment=assignment.name, student=sub.student, checksum=sub.checksum)
+            result["notebook"] = sub.name or result.get("notebook", "")
+            result["reasons"] = [*result.get("reasons", []), *sub.notes]
+            nb, unanswered = autograded_notebook(assignment, sub, result)
+            write_autograded(course, assignment, sub, nb)
+            gradebook_writer.record(
+                gb,
+                result,
+                notebook_id=assignment.notebook_id,
+                timestamp=sub.timestamp,
+                unanswered=unanswered,
+                config=course.config,
+            )
+            summary.results[sub.student] = result
+
+        bar = _progress(len(todo), progress)
+        local = [s for s in todo if s.problem]
+        remote = [s for s in todo if not s.problem]
+        for sub in local:
+            status = "zero" if sub.problem.startswith("no notebook") else "rejected"
+            finish(sub, local_result(assignment, sub, status, sub.problem))
+            bar.update(1)
+        if remote:
+            with _client(client, scheduler, workers) as dask:
+                source = dask.scatter(assignment.source, broadcast=False)
+                futures = {}
+                for sub in remote:
+                    data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
+                    future = dask.submit(
+                        grade_task,
+                        data,
+                        sub.name,
+                        source,
+                        assignment.name,
+                        sub.student,
+                        dict(limits or {}),
+                        grade_function,
+                        key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
+                        pure=False,
+                    )
+                    futures[future.key] = (future, sub)
+                for future in as_completed([f for f, _ in futures.values()]):
+                    sub = futures[future.key][1]
+                    if future.status == "finished":
+                        result = future.result()
+                        finish(sub, result)
+                        if on_result is not None:
+                            on_result(result, dask)
+                    else:
+                        error = future.exception()
+                        summary.failed[sub.student] = f"{type(error).__name__}: {error}"
+                    future.release()
+                    bar.update(1)
+        bar.close()
+    finally:
+        gb.close()
+    summary.seconds = time.monotonic() - start
+    if feedback and summary.results:
+        summary.feedback_problems = generate_feedback(course, assignment, sorted(summary.results))
+    if csv_path is not None:
+        write_csv(course, assignment.name, csv_path, students)
+    return summary
+
+
+@contextmanager
+def _client(client: Any, scheduler: str | None, workers: int | None) -> Iterator[Any]:
+    if client is not None:
+        yield client
+    else:
+        with dask_client(scheduler, workers) as made:
+            yield made
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, show: bool) -> Any:
+    if not show or total == 0:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="submission", desc="grading", file=sys.stderr)
+
+
+def write_csv(course: Course, assignment: str, path: Path, students: Sequence[str] = ()) -> None:
+    """One row per student the grader recorded for ``assignment``: student, score, max, status,
+    needs review, reasons."""
+    from autograder import gradebook_writer
+
+    gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
+    try:
+        rows = gradebook_writer.recorded(gb, assignment)
+    finally:
+        gb.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["student", "score", "max", "status", "needs_review", "reasons"])
+        for student in sorted(rows):
+            if students and student not in students:
+                continue
+            r = rows[student]
+            out.writerow(
+                [
+                    student,
+                    f"{r.score:g}",
+                    f"{r.max_score:g}",
+                    r.status,
+                    r.needs_review,
+                    "; ".join(r.reasons),
+                ]
+            )
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder",
+        description="Grade a class: student code in a sandbox, checks outside it, on Dask.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("grade", help="grade every submission of an assignment")
+    p.add_argument("assignment", help="e.g. 01-ngrams")
+    p.add_argument("--course", type=Path, default=HERE, help="folder of nbgrader_config.py")
+    p.add_argument("--root", type=Path, help="course root (default: from nbgrader_config.py)")
+    p.add_argument("--db-url", help="gradebook URL (default: nbgrader_config.py's db_url)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://host:8786")
+    where.add_argument("--workers", type=int, help="local worker processes (default: CPU cores)")
+    p.add_argument("--student", nargs="+", action="extend", default=[], help="only these students")
+    p.add_argument("--regrade", action="store_true", help="grade again what is already graded")
+    p.add_argument("--csv", type=Path, help="CSV path (default: <course>/grades-<assignment>.csv)")
+    p.add_argument("--no-feedback", action="store_true", help="do not write feedback HTML")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    for name, kind in LIMIT_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=kind, help="sandbox limit")
+    args = parser.parse_args(argv)
+
+    limits = {k: getattr(args, k) for k in LIMIT_FLAGS if getattr(args, k) is not None}
+    bad = [f"--{k.replace('_', '-')} {v}" for k, v in limits.items() if v <= 0]
+    if bad:
+        parser.error(f"limits must be positive: {', '.join(bad)}")
+    if args.workers is not None and args.workers < 1:
+        parser.error("--workers must be at least 1")
+    course = load_course(args.course, root=args.root, db_url=args.db_url)
+    csv_path = args.csv or course.config_dir / f"grades-{args.assignment}.csv"
+    try:
+        summary = grade_assignment(
+            course,
+            args.assignment,
+            students=args.student,
+            regrade=args.regrade,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            limits=limits,
+            feedback=not args.no_feedback,
+            csv_path=csv_path,
+            progress=not args.quiet,
+        )
+    except KeyboardInterrupt:
+        print("\nstopped: every result recorded so far is in the gradebook; run again to go on")
+        raise SystemExit(130) from None
+    print(summary.text())
+    print(f"gradebook: {course.db_url}")
+    print(f"CSV:       {csv_path}")
+    if summary.failed:
+        raise SystemExit(1)

@@ -1,0 +1,234 @@
+"""Writing one graded submission into nbgrader's gradebook, in one transaction (issue 11).
+
+The class grader (:mod:`autograder.classgrader`) grades submissions on Dask workers; only its
+coordinator calls :func:`record`, once per result, so the gradebook has one writer. ``record``
+writes what ``nbgrader autograde`` 0.9.6 writes for a submission (its ``Autograde.init_assignment``
+and the ``SaveAutoGrades`` and ``AssignLatePenalties`` preprocessors):
+
+* the student (created if new) and the submitted assignment with its timestamp, mirroring every
+  notebook, grade cell and solution cell of the assignment, as ``Gradebook.add_submission`` does;
+* each test cell's ``auto_score``, and ``needs_manual_grade`` set when the cell had a manual score
+  or has no automatic one (nbgrader's rule);
+* each solution cell's ``auto_comment``: "No response." when the student left it as handed out;
+* the late-submission penalty of the configured ``LateSubmissionPlugin``.
+
+nbgrader commits after each of these steps; here they are one transaction, together with a row of
+the grader's own table ``autograder_results`` keyed by (assignment, student) that holds the
+checksum of the graded file, the status, the reasons and the review flag. A result is therefore
+recorded whole or not at all: a coordinator killed mid-run loses only the submissions in flight,
+and a re-run grades again exactly those whose row is missing or whose file has changed. nbgrader
+ignores the extra table (``nbgrader export``, ``generate_feedback`` and formgrader read only their
+own). "Needs review" also sets nbgrader's own ``flagged`` mark on the submitted notebook, which
+formgrader shows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from nbgrader.api import (
+    Comment,
+    Grade,
+    Gradebook,
+    MissingEntry,
+    Student,
+    SubmittedAssignment,
+    SubmittedNotebook,
+)
+from nbgrader.preprocessors import AssignLatePenalties
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    select,
+)
+from traitlets.config import Config
+
+metadata = MetaData()
+results_table = Table(
+    "autograder_results",
+    metadata,
+    Column("assignment", String(128), primary_key=True),
+    Column("student", String(128), primary_key=True),
+    Column("notebook", String(1024), nullable=False),  # the file name handed in
+    Column("checksum", String(64), nullable=False),  # sha256 of the graded file's bytes
+    Column("status", String(32), nullable=False),
+    Column("needs_review", Boolean, nullable=False),
+    Column("score", Float, nullable=False),
+    Column("max_score", Float, nullable=False),
+    Column("reasons", Text, nullable=False),  # JSON list of strings
+    Column("parts", Text, nullable=False),  # JSON list of PartResult dicts
+    Column("isolation", Text, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("student_seconds", Float, nullable=False),
+    Column("graded_at", String(32), nullable=False),  # UTC, ISO 8601
+)
+
+
+@dataclass
+class Recorded:
+    """A row of ``autograder_results``: what the grader last recorded for a student."""
+
+    assignment: str
+    student: str
+    notebook: str
+    checksum: str
+    status: str
+    needs_review: bool
+    score: float
+    max_score: float
+    reasons: list[str]
+    parts: list[dict]
+    isolation: str
+    seconds: float
+    student_seconds: float
+    graded_at: str
+
+
+def open_gradebook(db_url: str, course_id: str) -> Gradebook:
+    """nbgrader's gradebook at ``db_url``, with the grader's table created if missing."""
+    gb = Gradebook(db_url, course_id)
+    metadata.create_all(bind=gb.engine)
+    return gb
+
+
+def recorded(gb: Gradebook, assignment: str) -> dict[str, Recorded]:
+    """Every student's last recorded result for ``assignment``, by student id."""
+    rows = gb.db.execute(select(results_table).where(results_table.c.assignment == assignment))
+    out = {}
+    for row in rows.mappings():
+        values = dict(row)
+        values["reasons"] = json.loads(values["reasons"])
+        values["parts"] = json.loads(values["parts"])
+        out[values["student"]] = Recorded(**values)
+    gb.db.rollback()  # end the read transaction: SQLite would otherwise hold its lock
+    return out
+
+
+def _submission(gb: Gradebook, assignment: str, student: str) -> SubmittedAssignment:
+    """The student's submitted assignment, created in the session (not committed) with a row for
+    every notebook, grade cell and solution cell, as ``Gradebook.add_submission`` makes it."""
+    try:
+        return gb.find_submission(assignment, student)
+    except MissingEntry:
+        pass
+    try:
+        student_row = gb.find_student(student)
+    except MissingEntry:
+        student_row = Student(id=student)
+        gb.db.add(student_row)
+    assignment_row = gb.find_assignment(assignment)
+    with gb.db.no_autoflush:  # the rows are added together, as one submission
+        submission = SubmittedAssignment(assignment=assignment_row, student=student_row)
+        for notebook in assignment_row.notebooks:
+            nb = SubmittedNotebook(notebook=notebook, assignment=submission)
+            for grade_cell in notebook.grade_cells:
+                Grade(cell_id=grade_cell.id, notebook=nb)
+            for solution_cell in notebook.solution_cells:
+                Comment(cell_id=solution_cell.id, notebook=nb)
+            for task_cell in notebook.task_cells:
+                Comment(cell_id=task_cell.id, notebook=nb)
+                Grade(cell_id=task_cell.id, notebook=nb)
+        gb.db.add(submission)
+    gb.db.flush()
+    return submission
+
+
+def record(
+    gb: Gradebook,
+    result: dict[str, Any],
+    *,
+    notebook_id: str,
+    timestamp: str | None,
+    unanswered: set[str],
+    config: Config,
+) -> None:
+    """Write one graded submission (a ``SubmissionResult`` as a dict) in one transaction.
+
+    ``notebook_id`` is the assignment's notebook name without ``.ipynb`` (the student's file may be
+    misnamed; the grades belong to the assignment's notebook). ``timestamp`` is the submission's
+    ``timestamp.txt``, if any. ``unanswered`` holds the grade_ids of solution cells the student left
+    as handed out ("No response."). ``config`` supplies the late-submission plugin. Raises, with
+    nothing written, if the gradebook refuses the result.
+    """
+    assignment, student = result["assignment"], result["student"]
+    try:
+        submission = _submission(gb, assignment, student)
+        if timestamp:
+            submission.timestamp = timestamp_utc(timestamp)
+        nb = next(n for n in submission.notebooks if n.name == notebook_id)
+        points = {part["grade_id"]: float(part["points"]) for part in result["parts"]}
+        answers = {cell.name for cell in nb.notebook.solution_cells}
+        for grade in nb.grades:
+            if grade.name in points:  # a test cell: the check's score
+                grade.auto_score = points[grade.name]
+            elif grade.name in unanswered:  # a graded answer left as handed out: 0, as nbgrader
+                grade.auto_score = 0.0
+            elif grade.name in answers:  # a graded answer: graded by hand
+                grade.auto_score = None
+            else:  # a test cell the result does not mention: not passed
+                grade.auto_score = 0.0
+            grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+        for comment in nb.comments:
+            comment.auto_comment = "No response." if comment.name in unanswered else None
+        nb.flagged = bool(result["needs_review"])
+        gb.db.flush()
+        nb.late_submission_penalty = _late_penalty(config, student, nb, submission)
+
+        gb.db.execute(
+            delete(results_table).where(
+                results_table.c.assignment == assignment, results_table.c.student == student
+            )
+        )
+        gb.db.execute(
+            results_table.insert().values(
+                assignment=assignment,
+                student=student,
+                notebook=result["notebook"],
+                checksum=result["checksum"],
+                status=result["status"],
+                needs_review=bool(result["needs_review"]),
+                score=sum(float(p["points"]) for p in result["parts"]),
+                max_score=sum(float(p["max_points"]) for p in result["parts"]),
+                reasons=json.dumps(list(result["reasons"])),
+                parts=json.dumps(list(result["parts"])),
+                isolation=str(result.get("isolation", "")),
+                seconds=float(result.get("seconds", 0.0)),
+                student_seconds=float(result.get("student_seconds", 0.0)),
+                graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+        )
+        gb.db.commit()
+    except BaseException:
+        gb.db.rollback()
+        raise
+
+
+def timestamp_utc(text: str) -> datetime:
+    """A ``timestamp.txt`` as nbgrader reads it (naive UTC)."""
+    from nbgrader.utils import parse_utc
+
+    return parse_utc(text.strip())
+
+
+def _late_penalty(
+    config: Config, student: str, nb: SubmittedNotebook, submission: SubmittedAssignment
+) -> float | None:
+    """The penalty ``AssignLatePenalties`` would assign (None when on time or no plugin says so)."""
+    seconds_late = submission.total_seconds_late
+    if not seconds_late or seconds_late <= 0:
+        return None
+    assigner = AssignLatePenalties(config=config)
+    assigner.init_plugin()
+    penalty = assigner.plugin_inst.late_submission_penalty(student, nb.score, seconds_late)
+    if penalty is None:
+        return None
+    return assigner._check_late_penalty(nb, penalty)
