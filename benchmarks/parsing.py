@@ -6,21 +6,26 @@ to nltk as the same text. For each length
 (5 to 40 tags), the first sentences of that length in the test split of
 :func:`nlpcourse.data.brown_split` are parsed by
 
-* Viterbi: ``PCFG.viterbi`` (vectorised Viterbi CKY) against ``nltk.ViterbiParser``; the best
-  log probabilities are checked to agree;
+* Viterbi: ``PCFG.viterbi`` (vectorised Viterbi CKY, one sentence a call) against
+  ``nltk.ViterbiParser``; the best log probabilities are checked to agree;
 * the inside algorithm, ``PCFG.inside`` (the sum over all trees), beside nltk's Viterbi (nltk has
   no inside algorithm; it does the same amount of work up to the max/sum);
+* the same two over the whole group of sentences of that length in one call,
+  ``PCFG.viterbi_batch`` and ``PCFG.log_likelihoods`` (how a corpus is parsed; nltk has no such
+  call, its ``parse_sents`` parses one sentence after another), checked equal to the per-sentence
+  results;
 * recognition: ``nlpcourse.parsing.cky`` (the plain-loop CKY of the chapter, which also counts the
   trees) and the vectorised inside pass (recognised when ``log P > -inf``), against
   ``nltk.ChartParser`` (its bottom-up left-corner chart parser, the default) filling its chart for
   the same grammar without probabilities; recognised when a complete edge of the start symbol
   covers the sentence.
 
-Each time is the least CPU time of ``REPEAT`` runs (nltk: one run per sentence, it is slow) per
-sentence, averaged over the sentences of a length. Prints seconds per sentence, the ratios and
-the growth exponent of each (the slope of log time against log length, from 10 to 40 tags).
+Each time is CPU time: the least of ``REPEAT`` runs per sentence (nltk: one run per sentence, it
+is slow), averaged over the sentences of a length (batched: the least of ``REPEAT`` runs of the
+whole group, divided by its size). Prints milliseconds per sentence, the ratios and the growth
+exponent of each (the slope of log time against log length, from 10 to 40 tags).
 
-Takes about 5 minutes on 2 CPU cores. Run:  .venv/bin/python benchmarks/parsing.py
+Takes about 3 minutes on 2 idle CPU cores. Run:  .venv/bin/python benchmarks/parsing.py
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from nlpcourse.data import brown_split
 from nlpcourse.parsing import brown_tag_pcfg, cky
 
 LENGTHS = [5, 10, 15, 20, 30, 40]
-PER_LENGTH = 2  # sentences per length
+PER_LENGTH = 10  # sentences per length
 REPEAT = 3
 
 
@@ -61,6 +66,7 @@ def nltk_recognises(parser: nltk.ChartParser, words: list[str], start) -> bool:
 def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
     print(f"nltk {nltk.__version__}, numpy {np.__version__}")
+    print("load average at the start: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     _, _, test = brown_split(tagged=True, tagset="universal")
     by_length: dict[int, list[list[str]]] = {}
     for sentence in test:
@@ -77,13 +83,16 @@ def main() -> None:
     pcfg.viterbi(by_length[5][0])  # builds the arrays of the grammar once, untimed
 
     rows = []
+    names = ["ours viterbi", "ours inside", "batch viterbi", "batch inside", "nltk viterbi"]
+    names += ["ours cky", "nltk chart"]
     for n in LENGTHS:
-        times = dict.fromkeys(
-            ["ours viterbi", "ours inside", "nltk viterbi", "ours cky", "nltk chart"], 0.0
-        )
-        for words in by_length[n]:
+        sentences = by_length[n]
+        times = dict.fromkeys(names, 0.0)
+        logps = []
+        for words in sentences:
             (_, logp), t = best_time(pcfg.viterbi, words)
             times["ours viterbi"] += t
+            logps.append(logp)
             _, t = best_time(pcfg.inside, words)
             times["ours inside"] += t
             tree, t = best_time(lambda w=words: next(nltk_viterbi.parse(w)), repeat=1)
@@ -96,23 +105,29 @@ def main() -> None:
             )
             times["nltk chart"] += t
             assert recognised == chart.recognises()
-        k = len(by_length[n])
-        rows.append({name: value / k for name, value in times.items()})
+        batch, times["batch viterbi"] = best_time(pcfg.viterbi_batch, sentences)
+        assert np.allclose([logp for _, logp in batch], logps, rtol=1e-12)
+        logz, times["batch inside"] = best_time(pcfg.log_likelihoods, sentences)
+        assert np.allclose(logz, [pcfg.inside(words) for words in sentences], rtol=1e-12)
+        rows.append({name: value / len(sentences) for name, value in times.items()})
         r = rows[-1]
+        ms = {name: f"{value * 1e3:.3g}" for name, value in r.items()}
+        nltk_v, nltk_c = r["nltk viterbi"], r["nltk chart"]
         print(
-            f"{n:3d} tags: viterbi ours {r['ours viterbi'] * 1e3:8.2f} ms, inside ours "
-            f"{r['ours inside'] * 1e3:8.2f} ms, nltk {r['nltk viterbi'] * 1e3:9.1f} ms "
-            f"(x{r['nltk viterbi'] / r['ours viterbi']:.0f} viterbi, "
-            f"x{r['nltk viterbi'] / r['ours inside']:.0f} inside) | recognise: cky "
-            f"{r['ours cky'] * 1e3:8.1f} ms, inside {r['ours inside'] * 1e3:.2f} ms, nltk chart "
-            f"{r['nltk chart'] * 1e3:8.1f} ms (x{r['nltk chart'] / r['ours cky']:.1f} cky, "
-            f"x{r['nltk chart'] / r['ours inside']:.0f} inside)",
+            f"{n:3d} tags, {len(sentences)} sentences, ms each | nltk viterbi {ms['nltk viterbi']}"
+            f" | ours: viterbi {ms['ours viterbi']} (x{nltk_v / r['ours viterbi']:.0f}), inside "
+            f"{ms['ours inside']} (x{nltk_v / r['ours inside']:.0f}); batched: viterbi "
+            f"{ms['batch viterbi']} (x{nltk_v / r['batch viterbi']:.0f}), inside "
+            f"{ms['batch inside']} (x{nltk_v / r['batch inside']:.0f}) | recognise: nltk chart "
+            f"{ms['nltk chart']}, cky {ms['ours cky']} (x{nltk_c / r['ours cky']:.1f}), inside "
+            f"x{nltk_c / r['ours inside']:.0f}",
             flush=True,
         )
     x = np.log(LENGTHS[1:])
     for name in rows[0]:
         slope = np.polyfit(x, np.log([r[name] for r in rows[1:]]), 1)[0]
         print(f"growth exponent, 10 to 40 tags, {name}: {slope:.2f}")
+    print("load average at the end: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

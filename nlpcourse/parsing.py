@@ -64,6 +64,7 @@ Deliberate departures from the book's presentation:
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 import re
@@ -85,11 +86,13 @@ def _term_symbol(word: str) -> str:
     return f"<{word}>"
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_term_symbol(label: str) -> bool:
     return label.startswith("<") and label.endswith(">") and BIN_MARK not in label
 
 
-def _chain(label: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _chain(label: str) -> tuple[str, ...]:
     """The labels of a collapsed unit chain ``A+B+C`` (a word wrapper ``<w+x>`` stays whole)."""
     parts: list[str] = []
     for piece in label.split(UNIT_MARK):
@@ -97,7 +100,7 @@ def _chain(label: str) -> list[str]:
             parts[-1] += UNIT_MARK + piece
         else:
             parts.append(piece)
-    return parts
+    return tuple(parts)
 
 
 def _logsumexp(a: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
@@ -1037,6 +1040,10 @@ class PCFG(CFG):
         """
         return viterbi_cky(self, words)
 
+    def viterbi_batch(self, sentences: Sequence[Sequence[str]]) -> list[tuple[Tree | None, float]]:
+        """:meth:`viterbi` of each sentence, sentences of one length computed together."""
+        return viterbi_batch(self, sentences)
+
     def inside(self, words: Sequence[str]) -> float:
         """log P(words), the sum over all trees, by the inside algorithm, eq. (parse-inside)."""
         return inside(self, words)
@@ -1148,6 +1155,7 @@ class _Tables:
         pair_id = {pair: q for q, pair in enumerate(pairs)}
         self.pair_B = np.array([b for b, _ in pairs], dtype=int)  # (Q,)
         self.pair_C = np.array([c for _, c in pairs], dtype=int)  # (Q,)
+        self.pair_BC = np.concatenate([self.pair_B, self.pair_C])  # (2Q,)
         self.pair_of_rule = np.array(
             [pair_id[(b, c)] for b, c in zip(self.B.tolist(), self.C.tolist(), strict=True)],
             dtype=int,
@@ -1181,6 +1189,20 @@ class _Tables:
                 )
             )
         self.rule_pair = np.array(rule_pair, dtype=int)  # (R + N,)
+        # for reading trees back: the children of each binary rule (as numbers), and the labels a
+        # node of each rule becomes in the original grammar, innermost first (Tree.from_cnf)
+        self.children = {
+            k: (self.index[cnf.cnf_rules[k].rhs[0]], self.index[cnf.cnf_rules[k].rhs[1]])
+            for k in self.binary
+        }
+        self.wraps = [
+            tuple(
+                label
+                for label in reversed(_chain(r.label))
+                if BIN_MARK not in label and not _is_term_symbol(label)
+            )
+            for r in cnf.cnf_rules
+        ]
         self.rule_logp = np.array(rule_logp)  # (R + N,)
 
         # lexical rules: per word, one row of log probabilities over the N nonterminals
@@ -1457,64 +1479,116 @@ def viterbi_cky(
 ) -> tuple[Tree | None, float]:
     """The most probable tree (original grammar's labels) and its log probability, Viterbi CKY,
     eq. (parse-viterbi): the inside recursion with max instead of sum. ``(None, -inf)`` if no
-    tree covers the words. :func:`viterbi_cky_loop` is the same as plain loops.
-
-    Vectorised as :func:`_inside_batch`: for all spans of one length at once, the best split of
-    each children pair (a max over the gathered terms), then the best rule of each nonterminal
-    (a max over the pairs' scores plus the rules' log probabilities, grouped by left side with
-    ``np.maximum.reduceat``). No back pointers are stored: the tree is read back top-down, each
-    node choosing the rule and split that reach its score (:func:`_viterbi_backtrack`).
-    """
+    tree covers the words. :func:`viterbi_cky_loop` is the same as plain loops; the numpy
+    version is :func:`_viterbi_chart`."""
     grammar = _as_pcfg(grammar)
     words = _pcfg_words(grammar, words)
-    tab = grammar._arrays()
-    n, N, Q = len(words), len(tab.symbols), len(tab.pair_B)
-    rows = (n + 1) * (n + 1)
-    delta = np.full((rows, N), -np.inf)  # ((n+1)^2, N): row i (n+1) + j is the span (i, j)
-    to_B = np.full((rows, Q), -np.inf)  # ((n+1)^2, Q): delta of each pair's left child
-    to_C = np.full((rows, Q), -np.inf)  # ((n+1)^2, Q): delta of each pair's right child
-    leaves = np.arange(n) * (n + 2) + 1  # (n,)
-    best_word = tab.word_scores(words, "max")  # (n, N)
-    delta[leaves], to_B[leaves], to_C[leaves] = (
-        best_word,
-        best_word[:, tab.pair_B],
-        best_word[:, tab.pair_C],
-    )
-    for n_i, m, left, right, cells in tab.spans(n) if Q else []:  # Q = 0: no binary rule
-        children = (to_B[left] + to_C[right]).reshape(n_i, m, Q)  # (n_i, m, Q)
-        best_pair = children.max(axis=1)  # (n_i, Q): the best split of each pair
-        per_rule = best_pair[:, tab.rule_pair] + tab.rule_logp  # (n_i, R + N), grouped by A
-        out = np.maximum.reduceat(per_rule, tab.rule_starts, axis=1)  # (n_i, N)
-        delta[cells], to_B[cells], to_C[cells] = out, out[:, tab.pair_B], out[:, tab.pair_C]
-    logp = float(delta[n, 0])  # the span (0, n), the start symbol
-    if logp == -math.inf:
-        return None, logp
-    return Tree.from_cnf(_viterbi_backtrack(tab, words, to_B, to_C, 0, n, 0)), logp
+    return _viterbi_sentences(grammar._arrays(), [words])[0]
+
+
+@reference
+def viterbi_batch(
+    grammar: PCFG, sentences: Sequence[Sequence[str]]
+) -> list[tuple[Tree | None, float]]:
+    """:func:`viterbi_cky` of each sentence, the sentences of one length computed together
+    (faster for a corpus: numpy's fixed cost per call is shared)."""
+    grammar = _as_pcfg(grammar)
+    sents = [_pcfg_words(grammar, words) for words in sentences]
+    out: list[tuple[Tree | None, float]] = [(None, -math.inf)] * len(sents)
+    for group in _by_length(sents):
+        for k, result in zip(
+            group, _viterbi_sentences(grammar._arrays(), [sents[k] for k in group]), strict=True
+        ):
+            out[k] = result
+    return out
+
+
+def _viterbi_sentences(
+    tab: _Tables, sentences: Sequence[list[str]]
+) -> list[tuple[Tree | None, float]]:
+    """The best tree and its log probability of each of a group of sentences of one length."""
+    logp, pair_best, pair_split = _viterbi_chart(tab, sentences)
+    out: list[tuple[Tree | None, float]] = []
+    for b, words in enumerate(sentences):
+        if logp[b] == -math.inf:
+            out.append((None, -math.inf))
+            continue
+        (tree,) = _viterbi_backtrack(tab, words, pair_best[b], pair_split[b], 0, len(words), 0)
+        assert isinstance(tree, Tree)
+        out.append((tree, float(logp[b])))
+    return out
+
+
+def _viterbi_chart(
+    tab: _Tables, sentences: Sequence[list[str]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Viterbi CKY, eq. (parse-viterbi), for sentences of one length ``n``, vectorised: returns
+    ``log P`` of each sentence's best tree ``(B,)`` and the back pointers of each children pair,
+    its best score and split over each span, ``(B, (n+1)^2, Q)`` each.
+
+    As :func:`_inside_batch`, the chart is stored flat (sentence ``b``'s span ``(i, j)`` in row
+    ``b (n+1)^2 + i (n+1) + j``) and projected on the children pairs. For all spans of one
+    length at once: the best split of each children pair (a max over the gathered terms
+    ``delta_B(i, k) + delta_C(k, j)``), then the best rule of each nonterminal (a max over the
+    pairs' scores plus the rules' log probabilities, grouped by left side with
+    ``np.maximum.reduceat``). :func:`_viterbi_backtrack` reads each tree back, top-down.
+    """
+    Bn, n, Q = len(sentences), len(sentences[0]), len(tab.pair_B)
+    size = (n + 1) * (n + 1)  # rows per sentence
+    # delta of each pair's left child and right child, side by side: (B (n+1)^2, 2Q)
+    to_BC = np.full((Bn * size, 2 * Q), -np.inf)
+    to_B, to_C = to_BC[:, :Q], to_BC[:, Q:]  # (B (n+1)^2, Q) each (views)
+    pair_best = np.empty((Bn * size, Q))  # (B (n+1)^2, Q): each pair's best score over a span
+    pair_split = np.empty((Bn * size, Q), dtype=int)  # (B (n+1)^2, Q): its split, k - i - 1
+    best_word = tab.word_scores([w for words in sentences for w in words], "max")  # (B n, N)
+    shift = np.arange(Bn)[:, None] * size  # (B, 1): the first row of each sentence
+    leaves = (shift + np.arange(n) * (n + 2) + 1).ravel()  # (B n,): the spans (i, i+1)
+    to_BC[leaves] = best_word[:, tab.pair_BC]
+    delta = best_word[::n]  # (B, N): delta over the span (0, n), once the loop is done
+    if n > 1 and not Q:  # no binary rule: no tree of two words or more
+        delta = np.full_like(delta, -np.inf)
+    for n_i, m, left, right, cells in tab.spans(n) if Q else []:
+        if Bn > 1:
+            left, right = (shift + left).ravel(), (shift + right).ravel()  # (B n_i m,)
+            cells = (shift + cells).ravel()  # (B n_i,)
+        children = (to_B[left] + to_C[right]).reshape(Bn * n_i, m, Q)  # (B n_i, m, Q)
+        pair_split[cells] = children.argmax(axis=1)  # (B n_i, Q)
+        best = pair_best[cells] = children.max(axis=1)  # (B n_i, Q): each pair's best split
+        per_rule = best[:, tab.rule_pair] + tab.rule_logp  # (B n_i, R + N), grouped by A
+        delta = np.maximum.reduceat(per_rule, tab.rule_starts, axis=1)  # (B n_i, N)
+        to_BC[cells] = delta[:, tab.pair_BC]
+    return delta[:, 0], pair_best.reshape(Bn, size, Q), pair_split.reshape(Bn, size, Q)
 
 
 def _viterbi_backtrack(
-    tab: _Tables, words: list[str], to_B: np.ndarray, to_C: np.ndarray, i: int, j: int, a: int
-) -> Tree:
-    """The best tree of nonterminal ``a`` over the span ``(i, j)`` (CNF labels), read back from
-    the Viterbi chart: the rule ``a -> B C`` and split ``k`` whose score ``log P(a -> B C) +
-    delta_B(i, k) + delta_C(k, j)`` is the largest (it equals ``delta_a(i, j)``)."""
+    tab: _Tables,
+    words: list[str],
+    pair_best: np.ndarray,
+    pair_split: np.ndarray,
+    i: int,
+    j: int,
+    a: int,
+) -> list[Tree | str]:
+    """The best tree of nonterminal ``a`` over the span ``(i, j)``, read back from the Viterbi
+    chart: the rule ``a -> B C`` whose ``log P(a -> B C)`` plus the best score of its children
+    pair over the span is the largest (that sum is ``delta_a(i, j)``), split where that pair's
+    best split is. Returned in the original grammar's labels, as :meth:`Tree.from_cnf` would map
+    it: a list of the nodes to put in the parent's place."""
     if j == i + 1:
-        rule = tab.cnf.cnf_rules[tab.word_rule[words[i]][a]]
-        return Tree(rule.label, [words[i]])
-    n1 = len(words) + 1
-    ks = np.arange(i + 1, j)  # (m,) split points
-    indices, pairs, logps = tab.rules_of[a]  # (r_a,) each
-    scores = to_B[i * n1 + ks][:, pairs] + to_C[ks * n1 + j][:, pairs] + logps  # (m, r_a)
-    best = int(np.argmax(scores))
-    k, rule = int(ks[best // len(pairs)]), tab.cnf.cnf_rules[indices[best % len(pairs)]]
-    b, c = tab.index[rule.rhs[0]], tab.index[rule.rhs[1]]
-    return Tree(
-        rule.label,
-        [
-            _viterbi_backtrack(tab, words, to_B, to_C, i, k, b),
-            _viterbi_backtrack(tab, words, to_B, to_C, k, j, c),
-        ],
-    )
+        k = tab.word_rule[words[i]][a]
+        inner: list[Tree | str] = [words[i]]
+    else:
+        cell = i * (len(words) + 1) + j
+        indices, pairs, logps = tab.rules_of[a]  # (r_a,) each
+        best = int((pair_best[cell, pairs] + logps).argmax())
+        split = i + 1 + int(pair_split[cell, pairs[best]])
+        k = indices[best]
+        b, c = tab.children[k]
+        inner = _viterbi_backtrack(tab, words, pair_best, pair_split, i, split, b)
+        inner += _viterbi_backtrack(tab, words, pair_best, pair_split, split, j, c)
+    for label in tab.wraps[k]:  # innermost first
+        inner = [Tree(label, inner)]
+    return inner
 
 
 @dataclass

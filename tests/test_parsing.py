@@ -387,6 +387,16 @@ def test_vectorised_equal_the_loops_on_brown_tag_sequences():
         logz = parsing.inside_loop(g, words)
         assert g.inside(words) == pytest.approx(logz, rel=1e-12)
         assert batch_logz == pytest.approx(logz, rel=1e-12)
+    # the batched Viterbi, sentences of several lengths mixed, one without a tree
+    toy = PCFG.fromstring(TOY_PCFG)
+    toy_sentences = [s.split() for s in PCFG_SENTENCES + ["I", "I saw the man", "the man"]]
+    for grammar, sents in [(g, sentences[::-1]), (toy, toy_sentences)]:
+        for words, (best, logp) in zip(sents, grammar.viterbi_batch(sents), strict=True):
+            best_loop, logp_loop = parsing.viterbi_cky_loop(grammar, words)
+            assert logp == pytest.approx(logp_loop, rel=1e-12, abs=1e-12)
+            assert (best is None) == (best_loop is None)
+            if best is not None:
+                assert grammar.tree_logprob(best) == pytest.approx(logp, rel=1e-12)
 
 
 def test_loop_versions_refuse_unknown_words():
