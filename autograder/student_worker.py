@@ -1,0 +1,347 @@
+"""The worker that runs one submission's code inside the sandbox, and answers the grader's calls.
+
+Issue 11, "the checks outside the student's interpreter". :mod:`autograder.sandbox` copies this
+file, alone, into the sandbox and runs it as ``python -I student_worker.py PROGRAM IN OUT``. It is
+the only trusted code in the worker's interpreter, and it runs before any code of the student's:
+
+1. it sets its own resource limits (``resource.setrlimit``: address space, processes, file size,
+   CPU time) from the program file, so everything it starts inherits them;
+2. it puts the *student view* of ``nlpcourse`` (:mod:`autograder.student_view`) first on
+   ``sys.path``, so reference functions raise and no check or hidden case exists here;
+3. it runs the program's cells in order (the course's setup cells, taken from ``solutions/``, and
+   the student's own code cells; never a test cell), telling the grader when each starts and ends;
+4. it reports the names the cells defined and serves calls: ``("call", name, args)`` calls the
+   student's function and sends back the answer as plain data (the same conversion as
+   :func:`nlpcourse.checks.core.to_plain`: builtins and numpy arrays) or the exception's type name,
+   message and line.
+
+The wire: each message is an 8-byte big-endian length and a pickle. From the grader it may hold
+numpy arrays, torch tensors and *handles* ``(TAG, "handle", id, text)`` to objects that stay in
+the grader (a model passed to ``perplexity``, a tagger, a decoder's ``step``); calling one (or
+reading an attribute of it) asks the grader, which runs the trusted object and sends its answer
+back. To the grader it holds only builtins, with arrays and tensors written as
+``(TAG, "ndarray"|"tensor", dtype, shape, bytes)``, which the grader reads with a restricted
+unpickler. Prints, warnings and logging go to the process's stdout and stderr, which the grader
+reads, caps and ignores: they never change a grade.
+"""
+
+import collections
+import decimal
+import fractions
+import io
+import json
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+import time
+import traceback
+
+TAG = b"\x00nlpcourse-wire\x00"
+HEADER = struct.Struct(">Q")
+MAX_MESSAGE = 64 * 2**20
+
+
+class NotPlainAnswer(TypeError):
+    """An answer that is not plain data (the message says why; as in nlpcourse.checks.core)."""
+
+
+class GraderSaid(Exception):
+    """A trusted object in the grader raised (its type name and message are in the text)."""
+
+
+# ------------------------------------------------------------------------------ the pipe
+
+
+class Pipe:
+    """Length-prefixed pickles over two file descriptors."""
+
+    def __init__(self, fd_in: int, fd_out: int):
+        self.fd_in, self.fd_out = fd_in, fd_out
+
+    def send(self, message) -> None:
+        data = pickle.dumps(message, protocol=4)
+        view = memoryview(HEADER.pack(len(data)) + data)
+        while view:
+            view = view[os.write(self.fd_out, view) :]
+
+    def _read(self, n: int) -> bytes:
+        chunks = io.BytesIO()
+        while n:
+            chunk = os.read(self.fd_in, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError("the grader closed the pipe")
+            chunks.write(chunk)
+            n -= len(chunk)
+        return chunks.getvalue()
+
+    def receive(self):
+        (n,) = HEADER.unpack(self._read(HEADER.size))
+        if n > MAX_MESSAGE:
+            raise EOFError(f"a message of {n} bytes from the grader")
+        return pickle.loads(self._read(n))  # from the grader: trusted
+
+
+PIPE: Pipe
+
+
+# ------------------------------------------------------------------------------ plain answers
+
+_LEAVES = (type(None), bool, int, float, complex, str, bytes)
+_DICTS = (dict, collections.Counter, collections.defaultdict, collections.OrderedDict)
+_NAMES = {list: "list", tuple: "tuple", dict: "dict", set: "set", frozenset: "frozenset"}
+
+
+def _array(array, kind: str = "ndarray"):
+    import numpy as np
+
+    array = np.ascontiguousarray(array)
+    return (TAG, kind, array.dtype.str, tuple(array.shape), array.tobytes())
+
+
+def plain(value, depth: int = 0, tensors: bool = False):
+    """``value`` as wire data: the conversion of ``nlpcourse.checks.core.to_plain``, with arrays
+    (and, for ``tensors=True``, tensors kept as tensors) written as tagged tuples."""
+    if depth > 40:
+        raise NotPlainAnswer("the answer is nested too deeply (does it contain itself?)")
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind in (fractions.Fraction, decimal.Decimal):
+        return float(value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        if isinstance(value, numpy.generic) and kind.__module__ == "numpy":
+            return plain(value.item(), depth + 1)  # numpy scalars: int, float, bool, str
+        if isinstance(value, numpy.ndarray) and kind.__module__.startswith("numpy"):
+            array = numpy.array(value, copy=True, subok=False)
+            if array.dtype.kind in "biufcUS":
+                return _array(array)
+            return plain(array.tolist(), depth + 1)  # an object array: its items one by one
+    torch = sys.modules.get("torch")
+    if torch is not None and kind in (torch.Tensor, torch.nn.Parameter):
+        tensor = value.detach().cpu()
+        if tensor.dtype.is_floating_point and tensor.element_size() < 4:
+            tensor = tensor.float()  # float16, bfloat16
+        return _array(tensor.numpy(), "tensor" if tensors else "ndarray")
+    if kind in _DICTS:
+        return {
+            plain(k, depth + 1, tensors): plain(v, depth + 1, tensors) for k, v in dict.items(value)
+        }
+    if kind in (list, tuple, set, frozenset):
+        return kind(plain(v, depth + 1, tensors) for v in kind.__iter__(value))
+    if kind is range:
+        return list(value)
+    if kind.__bases__ == (tuple,) and isinstance(getattr(kind, "_fields", None), tuple):
+        return tuple(plain(v, depth + 1, tensors) for v in tuple.__iter__(value))  # named tuple
+    if isinstance(value, Remote):
+        return (TAG, "handle", object.__getattribute__(value, "_handle"), "")
+    plain_base = next(
+        (base for base in kind.__mro__[1:] if base in _NAMES or base in _LEAVES), None
+    )
+    if plain_base is not None:
+        raise NotPlainAnswer(
+            f"it is a {kind.__name__}, a subclass of {plain_base.__name__} that your code defines: "
+            f"return a plain {plain_base.__name__} (the checks do not run code of the answer)"
+        )
+    raise NotPlainAnswer(
+        f"it is a {kind.__name__}; return plain Python values (numbers, strings, lists, tuples, "
+        "dicts) or numpy arrays / torch tensors, as the exercise asks"
+    )
+
+
+def unwire(value):
+    """Arguments from the grader: handles become :class:`Remote` objects; the rest is as sent."""
+    kind = type(value)
+    if kind is tuple and len(value) == 4 and value[0] == TAG and value[1] == "handle":
+        return Remote(value[2], value[3])
+    if kind in (list, tuple, set, frozenset):
+        return kind(unwire(v) for v in value)
+    if kind in _DICTS:
+        for key, item in dict.items(value):
+            dict.__setitem__(value, key, unwire(item))
+    return value
+
+
+# ------------------------------------------------------------------------------ callbacks
+
+
+class Remote:
+    """An object that stays in the grader (a model, a tagger, a decoder's step function).
+
+    Calling it, or reading one of its public attributes, asks the grader, which runs the trusted
+    object there and sends back plain data (or a handle to another such object)."""
+
+    def __init__(self, handle: int, text: str):
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_text", text)
+
+    def __call__(self, *args, **kwargs):
+        return _callback(object.__getattribute__(self, "_handle"), None, args, kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _callback(object.__getattribute__(self, "_handle"), name, (), {})
+
+    def __repr__(self) -> str:
+        return object.__getattribute__(self, "_text")
+
+
+def _callback(handle: int, attribute, args: tuple, kwargs: dict):
+    wire_args = plain(args, tensors=True), plain(kwargs, tensors=True)
+    PIPE.send(("callback", handle, attribute, *wire_args))
+    kind, value = PIPE.receive()
+    if kind == "error":
+        raise GraderSaid(value)
+    return unwire(value)
+
+
+# ------------------------------------------------------------------------------ cells
+
+
+class _Shell:
+    """Stands in for IPython's ``get_ipython()``: magics and shell commands do nothing here."""
+
+    def run_line_magic(self, *args, **kwargs):
+        return None
+
+    def run_cell_magic(self, *args, **kwargs):
+        return None
+
+    def system(self, *args, **kwargs):
+        return None
+
+    getoutput = system
+
+
+def _compile(source: str, label: str):
+    filename = f"<cell {label}>"
+    try:
+        return compile(source, filename, "exec")
+    except SyntaxError:
+        try:  # IPython syntax (%magic, !command): what the notebook's kernel would run
+            from IPython.core.inputtransformer2 import TransformerManager
+
+            return compile(TransformerManager().transform_cell(source), filename, "exec")
+        except Exception:
+            pass
+        raise
+
+
+def where(err: BaseException) -> str:
+    """The last line of the student's own cells in the traceback, as 'line N of cell X: code'."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename.startswith("<cell")]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    label = frame.filename[len("<cell ") : -1]
+    return f"line {frame.lineno} of the cell {label}"
+
+
+def describe(err: BaseException) -> tuple[str, str, str]:
+    try:
+        message = str(err)[:4000]
+    except BaseException:
+        message = "(its message could not be shown)"
+    return type(err).__name__[:100], message, where(err)
+
+
+def run_cells(cells: list[dict], namespace: dict) -> None:
+    for i, cell in enumerate(cells):
+        PIPE.send(("cell", i, "start", None))
+        error = None
+        try:
+            exec(_compile(cell["source"], cell["label"]), namespace)
+        except BaseException as err:  # SystemExit and KeyboardInterrupt too: the cell is over
+            error = describe(err)
+        PIPE.send(("cell", i, "done", error))
+
+
+def defined_names(namespace: dict) -> dict[str, str]:
+    names = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__") or type(value).__name__ == "module":
+            continue
+        names[name] = "callable" if callable(value) else type(value).__name__
+    return names
+
+
+def serve(namespace: dict) -> None:
+    while True:
+        message = PIPE.receive()
+        if message[0] == "exit":
+            return
+        if message[0] != "call":
+            continue
+        _, name, args = message
+        try:
+            function = namespace[name]
+            answer = function(*unwire(args))
+            reply = ("answer", plain(answer))
+        except BaseException as err:  # sent back as its type name, message and line
+            reply = ("raised", *describe(err))
+        try:
+            PIPE.send(reply)
+        except Exception as err:  # e.g. an answer too large to pickle
+            PIPE.send(("raised", "NotPlainAnswer", f"the answer could not be sent: {err}", ""))
+
+
+# ------------------------------------------------------------------------------ start
+
+
+def set_limits(limits: dict) -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too large file: an error, not a kill
+    mb = 2**20
+    wanted = {
+        resource.RLIMIT_AS: limits["memory_mb"] * mb,
+        resource.RLIMIT_NPROC: limits["processes"],
+        resource.RLIMIT_FSIZE: limits["file_size_mb"] * mb,
+        resource.RLIMIT_CPU: limits["cpu_seconds"],
+        resource.RLIMIT_CORE: 0,
+    }
+    for which, value in wanted.items():
+        if value is None:
+            continue
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def drop_privileges(uid) -> None:
+    """Started as root (by a root grader): become the unprivileged ``uid``, for good."""
+    if uid is None or os.geteuid() != 0:
+        return
+    import ctypes
+
+    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid program helps
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        raise SystemExit("could not leave root")
+
+
+def main() -> None:
+    global PIPE
+    program_path, fd_in, fd_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    with open(program_path, encoding="utf-8") as file:
+        program = json.load(file)
+    os.close(0)
+    set_limits(program["limits"])
+    drop_privileges(program["uid"])
+    PIPE = Pipe(fd_in, fd_out)
+    sys.path.insert(0, program["view"])
+    sys.argv = ["notebook"]
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": _Shell}
+    started = time.perf_counter()
+    run_cells(program["cells"], namespace)
+    PIPE.send(("ready", defined_names(namespace), time.perf_counter() - started))
+    serve(namespace)
+
+
+if __name__ == "__main__":
+    main()

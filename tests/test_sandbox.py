@@ -1,0 +1,351 @@
+"""Tests of the sandboxed grader of one submission (autograder/sandbox.py, student_worker.py,
+student_view.py).
+
+Oracles: the points written in ``solutions/`` (a right answer earns them all, a blank notebook
+none); facts about the worker observed from inside it by a probe function (its user id, what it
+can open, its limits) compared with what the sandbox promises; the process table and the clock
+(a stuck worker is gone, and in time); pickles built by hand for the restricted unpickler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the autograder package, as `python -m autograder` sees it
+
+from autograder import grading, sandbox, student_view  # noqa: E402
+from autograder.sandbox import Limits, SandboxStop, Worker, grade_submission  # noqa: E402
+
+BWRAP = sandbox.isolation_available().startswith("bubblewrap")
+needs_bwrap = pytest.mark.skipif(
+    not BWRAP, reason=f"bubblewrap is not usable here: {sandbox.isolation_available()}"
+)
+FAST = Limits(call_seconds=8.0, notebook_seconds=40.0)
+
+
+def source(assignment: str) -> dict:
+    return json.loads(grading.notebook_path(REPO / "solutions", assignment).read_text())
+
+
+def as_bytes(notebook: nbformat.NotebookNode) -> bytes:
+    return nbformat.writes(notebook).encode()
+
+
+def grade(assignment: str, filled: dict[str, str], limits: Limits | None = None):
+    notebook = grading.submission(assignment, filled)
+    name = grading.notebook_path(REPO / "solutions", assignment).name
+    return grade_submission(
+        as_bytes(notebook), name, source(assignment), assignment=assignment, student="s",
+        limits=limits or Limits(), expected_name=name,
+    )  # fmt: skip
+
+
+def points(result) -> dict[str, float]:
+    return {part.grade_id: part.points for part in result.parts}
+
+
+def max_points(assignment: str) -> dict[str, float]:
+    return {
+        cell["metadata"]["nbgrader"]["grade_id"]: float(cell["metadata"]["nbgrader"]["points"])
+        for cell in source(assignment)["cells"]
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+    }
+
+
+# ------------------------------------------------------------------ right, blank, reference
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    ["01-ngrams", "02-hmm", "03-parsing", "04-rnn", "05-seq2seq", "06-transformer"],
+)
+def test_right_answers_get_full_marks_and_blank_gets_zero(assignment):
+    full = grade(assignment, grading.solution_code(assignment))
+    assert points(full) == max_points(assignment), [p for p in full.parts if p.status != "passed"]
+    assert full.status == "graded" and not full.needs_review, full.reasons
+    blank = grade(assignment, {})
+    assert points(blank) == dict.fromkeys(max_points(assignment), 0.0)
+    assert blank.status == "zero"
+    assert all("not written yet" in part.message for part in blank.parts)
+
+
+def test_calling_the_reference_gets_zero_for_that_part_only():
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] = (
+        "import nlpcourse.ngram\n"
+        "def mle_prob(counts, context, word):\n"
+        "    return nlpcourse.ngram.mle_prob(counts, context, word)\n"
+    )
+    code["addk_prob"] = (  # around the guard: the function's closure, a reload, the source
+        "import importlib, inspect, nlpcourse.ngram\n"
+        "importlib.reload(nlpcourse.ngram)\n"
+        "SOURCE = inspect.getsource(nlpcourse.ngram.addk_prob)\n"
+        "namespace = {}\n"
+        "exec(SOURCE.replace('@reference', ''), vars(nlpcourse.ngram), namespace)\n"
+        "def addk_prob(counts, context, word, vocab_size, k=1.0):\n"
+        "    return namespace['addk_prob'](counts, context, word, vocab_size, k)\n"
+    )
+    result = grade("01-ngrams", code)
+    got = points(result)
+    assert got["test_mle_prob"] == 0 and got["test_addk_prob"] == 0
+    assert got["test_count_ngrams"] == 2 and got["test_kn_bigram_prob"] == 3
+    messages = {part.grade_id: part.message for part in result.parts}
+    assert "switched off" in messages["test_mle_prob"]
+    assert "switched off" in messages["test_addk_prob"]
+
+
+def test_nothing_done_to_the_workers_interpreter_changes_a_grade():
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] = (
+        "import builtins, sys\n"
+        "class Always:\n"
+        "    def __eq__(self, other): return True\n"
+        "    def __float__(self): return 0.5\n"
+        "def mle_prob(counts, context, word):\n"
+        "    return Always()\n"
+        "builtins.isinstance = lambda *a: True\n"  # only in the worker
+        "sys.modules['nlpcourse.checks'] = None\n"
+    )
+    result = grade("01-ngrams", code)
+    assert points(result)["test_mle_prob"] == 0
+    assert points(result)["test_count_ngrams"] == 2
+    assert "Always" in {p.grade_id: p.message for p in result.parts}["test_mle_prob"]
+
+
+def test_warnings_prints_and_fractions_cost_nothing():
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] = (
+        "import logging, sys, warnings\nfrom fractions import Fraction\n"
+        "import numpy as np\n"
+        "def mle_prob(counts, context, word):\n"
+        "    warnings.warn('careful')\n"
+        "    logging.warning('a log line')\n"
+        "    print('x' * 100_000, file=sys.stderr)\n"
+        "    np.log(np.zeros(1))\n"
+        "    context = tuple(context)\n"
+        "    total = sum(c for key, c in counts.items() if key[:-1] == context)\n"
+        "    return Fraction(counts.get(context + (word,), 0), total) if total else 0\n"
+    )
+    result = grade("01-ngrams", code)
+    assert sum(points(result).values()) == 12, result.parts
+
+
+# ------------------------------------------------------------------ the worker's sandbox
+
+
+def worker(cells: str | list[str], limits: Limits = FAST) -> Worker:
+    """A worker that has run ``cells`` (the student's code) and serves calls."""
+    cells = [cells] if isinstance(cells, str) else cells
+    program = [
+        {"label": f"c{i}", "source": text, "kind": "solution", "grade_id": f"c{i}"}
+        for i, text in enumerate(cells)
+    ]
+    started = Worker(program, limits, student_view.cached_view(), sandbox.isolation_available())
+    started.run_cells(lambda: time.monotonic() + limits.call_seconds)
+    return started
+
+
+PROBE = r"""
+import os, resource, socket, sys
+
+def probe(paths):
+    def can_open(path):
+        try:
+            open(path, "rb").close()
+            return True
+        except OSError:
+            return False
+
+    def network():
+        try:
+            socket.create_connection(("pypi.org", 443), timeout=3).close()
+            return "connected"
+        except OSError as err:
+            return type(err).__name__
+
+    return {
+        "uid": os.getuid(),
+        "opens": {p: can_open(p) for p in paths},
+        "exists": {p: os.path.exists(p) for p in paths},
+        "network": network(),
+        "limits": {name: resource.getrlimit(getattr(resource, name))[0]
+                   for name in ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CPU")},
+        "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+        "checks": _import("nlpcourse.checks"),
+        "testing": _import("nlpcourse.testing"),
+    }
+
+def _import(name):
+    try:
+        __import__(name)
+        return "imported"
+    except ImportError:
+        return "ImportError"
+"""
+
+
+@needs_bwrap
+def test_the_worker_sees_no_course_no_network_and_runs_limited():
+    course = [
+        REPO / "solutions" / "01-ngrams" / "ngrams.ipynb",
+        REPO / "nlpcourse" / "checks" / "core.py",
+        REPO / "autograder" / "gradebook.db",
+        REPO / "autograder" / "nbgrader_config.py",
+        Path("/etc/passwd"),
+        Path.home() / ".cache" / "nlpcourse",
+    ]
+    paths = [str(p) for p in course]
+    limits = Limits(memory_mb=1500, processes=64, file_size_mb=5, cpu_seconds=77)
+    w = worker(PROBE, limits)
+    try:
+        seen = w.call("probe", (paths,), time.monotonic() + 30)
+    finally:
+        w.stop()
+    assert seen["uid"] != 0
+    assert not any(seen["exists"].values()), seen["exists"]
+    assert seen["network"] != "connected"
+    assert seen["limits"] == {
+        "RLIMIT_AS": 1500 * 2**20,
+        "RLIMIT_NPROC": 64,
+        "RLIMIT_FSIZE": 5 * 2**20,
+        "RLIMIT_CPU": 77,
+    }
+    assert max(seen["pids"]) < 10, seen["pids"]  # its own process namespace
+    assert seen["checks"] == seen["testing"] == "ImportError"
+
+
+def test_a_stuck_call_is_killed_in_time_even_if_it_ignores_signals():
+    w = worker(
+        "import signal, time\n"
+        "def stuck():\n"
+        "    for s in (signal.SIGINT, signal.SIGTERM):\n"
+        "        signal.signal(s, signal.SIG_IGN)\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+    pid = w.process.pid
+    started = time.monotonic()
+    with pytest.raises(SandboxStop) as stop:
+        w.call("stuck", (), time.monotonic() + 2.0)
+    assert stop.value.status == "timed_out"
+    w.stop()
+    assert time.monotonic() - started < 15
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_memory_and_processes_are_bounded():
+    w = worker(
+        "import os\n"
+        "def hog():\n"
+        "    blocks = []\n"
+        "    while True:\n"
+        "        blocks.append(bytearray(50 * 2**20))\n",
+        Limits(memory_mb=1024, call_seconds=20),
+    )
+    try:
+        with pytest.raises(SandboxStop) as stop:
+            w.call("hog", (), time.monotonic() + 20)
+        assert stop.value.status == "limit"
+    finally:
+        w.stop()
+    w = worker(
+        "import os\n"
+        "def forks():\n"
+        "    n = 0\n"
+        "    try:\n"
+        "        while n < 1000:\n"
+        "            if os.fork() == 0:\n"
+        "                import time; time.sleep(30); os._exit(0)\n"
+        "            n += 1\n"
+        "    except OSError:\n"
+        "        return n\n",
+        Limits(processes=20, call_seconds=20),
+    )
+    try:
+        assert w.call("forks", (), time.monotonic() + 20) < 20
+    finally:
+        w.stop()
+
+
+def test_a_hung_cell_costs_its_part_only():
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] += "\nwhile True:\n    pass\n"
+    result = grade("01-ngrams", code, Limits(call_seconds=3.0, notebook_seconds=60.0))
+    statuses = {part.grade_id: part.status for part in result.parts}
+    assert statuses["test_mle_prob"] == "timed_out"
+    assert points(result)["test_count_ngrams"] == 2 and points(result)["test_kn_bigram_prob"] == 3
+    assert result.needs_review and result.status == "timed_out"
+
+
+def test_an_exit_in_a_function_costs_its_part_only():
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] = "import os\ndef mle_prob(counts, context, word):\n    os._exit(3)\n"
+    code["addk_prob"] = "import sys\ndef addk_prob(*args, **kwargs):\n    sys.exit(0)\n"
+    result = grade("01-ngrams", code, FAST)
+    got = points(result)
+    assert got["test_mle_prob"] == got["test_addk_prob"] == 0
+    assert got["test_perplexity"] == 2 and got["test_kn_bigram_prob"] == 3
+    statuses = {part.grade_id: part.status for part in result.parts}
+    assert statuses["test_mle_prob"] == "crashed" and statuses["test_addk_prob"] == "failed"
+
+
+# ------------------------------------------------------------------ what the grader reads
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def test_the_grader_unpickles_no_class_of_the_workers():
+    with pytest.raises(pickle.UnpicklingError, match="posix.system|os.system"):
+        sandbox._loads(pickle.dumps(Evil()))
+    data = pickle.dumps([1, {"a": (2.5, None)}, {3}, frozenset({4}), 1j, b"x"], protocol=4)
+    assert sandbox._loads(data) == [1, {"a": (2.5, None)}, {3}, frozenset({4}), 1j, b"x"]
+
+
+@pytest.mark.parametrize(
+    "data,reason",
+    [
+        (b"", "empty"),
+        (b"{not json", "not valid JSON"),
+        ('{"é": 1}'.encode("latin-1"), "not UTF-8"),
+        (b'{"nbformat": 5, "cells": []}', "nbformat=5"),
+        (b"[1, 2]", "not a notebook"),
+    ],
+)
+def test_unreadable_submissions_are_rejected_with_a_reason(data, reason):
+    result = grade_submission(data, "ngrams.ipynb", source("01-ngrams"), assignment="01-ngrams",
+                              student="s")  # fmt: skip
+    assert result.status == "rejected" and result.needs_review
+    assert reason in result.reasons[0]
+    assert sum(points(result).values()) == 0 and len(result.parts) == 6
+
+
+def test_a_misnamed_notebook_is_rejected_and_says_what_was_expected():
+    data = as_bytes(grading.submission("01-ngrams", grading.solution_code("01-ngrams")))
+    result = grade_submission(
+        data, "ngrams (1).ipynb", source("01-ngrams"), assignment="01-ngrams", student="s",
+        expected_name="ngrams.ipynb",
+    )  # fmt: skip
+    assert result.status == "rejected"
+    assert "expected the notebook ngrams.ipynb, found ngrams (1).ipynb" in result.reasons[0]
+
+
+def test_the_student_view_has_no_reference_code():
+    view = student_view.cached_view() / "nlpcourse"
+    assert not (view / "checks").exists() and not (view / "testing.py").exists()
+    text = (view / "ngram.py").read_text()
+    assert "def mle_prob" in text and "refusal('nlpcourse.ngram.mle_prob')" in text
+    body = text.split("def mle_prob")[1].split("\ndef ")[0]
+    assert "c_context" not in body and "counts[" not in body
