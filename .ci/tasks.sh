@@ -17,6 +17,29 @@ setup() {
     "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
     "$PY" -m nlpcourse.data  # fetches the Brown corpus once into ~/.cache/nlpcourse (or $NLPCOURSE_DATA)
     browser
+    sandbox
+}
+
+# The sandbox of the class grader (autograder/sandbox.py): Debian's bubblewrap, installed with
+# apt-get where it can be; without it the grader falls back to `unshare` or no isolation, says so
+# in every result, and the tests that need it are skipped with the reason.
+sandbox() {
+    if command -v bwrap >/dev/null; then
+        return
+    fi
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo -n"
+    fi
+    if command -v apt-get >/dev/null \
+        && $sudo apt-get update -qq >/dev/null 2>&1 \
+        && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq bubblewrap >/dev/null 2>&1; then
+        echo "installed bubblewrap for the grader's sandbox"
+    else
+        echo "NOTE: could not install bubblewrap with apt-get; the class grader will isolate" \
+            "student code less (it says how in each result). Install it with:" \
+            "sudo apt-get install bubblewrap" >&2
+    fi
 }
 
 # The headless browser of tests/test_browser.py: Debian's chromium, driven by pip's playwright
