@@ -16,12 +16,15 @@ imported or saved before the check (``my_viterbi = viterbi``), a closure or a ``
 holding it, a bound method (``NGramLM.fit``). A function registered while the switch is off (a
 module re-executed by ``importlib.reload`` inside the student's function) is switched off at once.
 
-What stays open, for the sandboxed grader to close (the design's "Grading": student code in a
-separate worker that never has the reference package's objects): a submission that builds a new
-function from a code object it saved before the check (``types.FunctionType(code, globals())``),
-that executes a copy of the package's source with the decorator removed, that reads the saved
-originals out of this module, or that puts the code back itself. Inside one Python process these
-cannot be prevented, only made deliberate: none of them is an honest slip.
+What stays open inside one process: a submission that builds a new function from a code object it
+saved before the check (``types.FunctionType(code, globals())``), that executes a copy of the
+package's source with the decorator removed, that reads the saved originals out of this module,
+or that puts the code back itself. Inside one Python process these cannot be prevented, only made
+deliberate: none of them is an honest slip. The sandboxed class grader (``autograder/sandbox.py``,
+the design's "Grading") closes them: student code runs in a separate worker that imports a copy
+of the package in which every function marked here has no body but a ``raise`` of
+:class:`ReferenceUsedError` (``autograder/student_view.py``), so no code object, source file or
+saved original of the reference exists where the student's code runs.
 """
 
 from __future__ import annotations

@@ -31,12 +31,13 @@ builtins and plain numpy arrays. Whatever the comparison does later runs no code
 an answer object whose ``__eq__``, ``__float__``, ``items`` or ``__array__`` computes the reference
 answer when compared gets no further than the conversion, where the reference refuses. Subclasses
 the student defines (of ``float``, ``dict``, ``np.ndarray``, ``torch.Tensor``, ...) are refused
-with a message asking for a plain value. A future sandboxed grader replaces the caller with
-:func:`use_caller`: its proxy calls the function in a worker through a pipe with plain data
-(pickled arguments in, the :func:`to_plain` answer out, an exception as its type name and message),
-and nothing else in a check changes. In one process, a submission can still rewrite the checker
-itself (replace a function of this module); through the proxy, what it does to its own interpreter
-changes nothing (``tests/test_checks_core.py`` shows both).
+with a message asking for a plain value. The sandboxed class grader (``autograder/sandbox.py``)
+replaces the caller with :func:`use_caller`: its proxy calls the function in a sandboxed worker
+through a pipe with plain data (pickled arguments in, the :func:`to_plain` answer out, an
+exception as its type name and message), and nothing else in a check changes. In one process, a
+submission can still rewrite the checker itself (replace a function of this module); through the
+proxy, what it does to its own interpreter changes nothing (``tests/test_checks_core.py`` shows
+both, ``tests/test_sandbox.py`` the sandboxed grader).
 
 **Any reasonable correct form is accepted.** :func:`to_plain` turns ``dict``, ``Counter``,
 ``defaultdict`` and ``OrderedDict`` into ``dict``; lists, tuples and named tuples into lists and
