@@ -665,8 +665,9 @@ class Worker:
 
     # -- the program and calls
 
-    def run_cells(self, deadline_of: Callable[[], float]) -> tuple[dict[str, str], list]:
-        """Run the program's cells; the names they defined and each cell's error (or None).
+    def run_cells(self, deadline_of: Callable[[], float]) -> tuple[dict[str, str], list, float]:
+        """Run the program's cells; the names they defined, each cell's error (or None) and the
+        cells' time (measured in the worker, without starting Python).
         A cell that breaks a limit raises :class:`SandboxStop` with ``self.cell`` its index."""
         errors: list = []
         self.cell = -1
@@ -681,7 +682,8 @@ class Worker:
                     errors.append(error)
                 continue
             if message[0] == "ready" and len(message) == 3 and isinstance(message[1], dict):
-                return message[1], errors
+                seconds = message[2] if isinstance(message[2], float) else 0.0
+                return message[1], errors, min(max(seconds, 0.0), self.limits.notebook_seconds)
             raise SandboxStop("crashed", "the worker broke the protocol")
 
     def call(self, name: str, args: tuple, deadline: float) -> Any:
@@ -787,26 +789,33 @@ class _Grader:
         self.cell_errors: dict[str, str] = {}
         self.skipped: set[int] = set()  # cells that broke a limit: left out of every restart
         self.cell_status: dict[str, tuple[str, str]] = {}  # grade_id -> (status, reason)
-        self.student_seconds = 0.0
+        self.spent = 0.0  # wall-clock spent waiting for the worker (the limits count this)
+        self._since: float | None = None  # when the wait under way began
+        self.student_seconds = 0.0  # the cells' own time (as the worker measured it) and calls
         self.reasons: list[str] = []
         self.needs_review = False
 
     # -- the clock: a call or cell gets call_seconds, the whole submission notebook_seconds
 
+    def used(self) -> float:
+        """Seconds of the notebook's time limit used so far."""
+        return self.spent + (time.monotonic() - self._since if self._since is not None else 0.0)
+
     def deadline(self) -> float:
-        left = self.limits.notebook_seconds - self.student_seconds
+        left = self.limits.notebook_seconds - self.used()
         return time.monotonic() + max(0.0, min(self.limits.call_seconds, left))
 
     @contextlib.contextmanager
     def timed(self) -> Iterator[None]:
-        started = time.monotonic()
+        self._since = time.monotonic()
         try:
             yield
         finally:
-            self.student_seconds += time.monotonic() - started
+            self.spent += time.monotonic() - self._since
+            self._since = None
 
     def out_of_time(self) -> bool:
-        return self.student_seconds >= self.limits.notebook_seconds - 0.01
+        return self.used() >= self.limits.notebook_seconds - 0.01
 
     # -- the worker
 
@@ -823,8 +832,10 @@ class _Grader:
                 return False
             try:
                 with self.timed():
-                    names, errors = self.worker.run_cells(self.deadline)
+                    names, errors, seconds = self.worker.run_cells(self.deadline)
+                self.student_seconds += seconds
             except SandboxStop as stop:
+                self.student_seconds += self.limits.call_seconds if self.worker.cell >= 0 else 0
                 cell = self.worker.cell
                 self.worker.stop()
                 self.worker = None
@@ -856,8 +867,12 @@ class _Grader:
             raise SandboxStop(
                 "timed_out", f"the notebook's time limit ({self.limits.notebook_seconds:g} s)"
             )
-        with self.timed():
-            return self.worker.call(function.__name__, args, self.deadline())
+        started = time.monotonic()
+        try:
+            with self.timed():
+                return self.worker.call(function.__name__, args, self.deadline())
+        finally:
+            self.student_seconds += time.monotonic() - started
 
     def caller(self, function: Callable, args: tuple) -> Any:
         """The checks' caller: a proxy goes to the worker; anything else runs here as before."""

@@ -349,3 +349,34 @@ def test_the_student_view_has_no_reference_code():
     assert "def mle_prob" in text and "refusal('nlpcourse.ngram.mle_prob')" in text
     body = text.split("def mle_prob")[1].split("\ndef ")[0]
     assert "c_context" not in body and "counts[" not in body
+
+
+def test_the_submissions_test_cells_and_scratch_cells_are_never_run():
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] = "def mle_prob(counts, context, word):\n    return 0.5\n"
+    notebook = grading.submission("01-ngrams", code)
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            cell.source = "pass"  # tampered: every test passes
+            meta["points"] = 100
+    scratch = nbformat.v4.new_code_cell("import os\nos._exit(1)")  # no nbgrader metadata
+    notebook.cells.insert(1, scratch)
+    data = as_bytes(notebook)
+    result = grade_submission(data, "ngrams.ipynb", source("01-ngrams"), assignment="01-ngrams",
+                              student="s")  # fmt: skip
+    assert points(result) == {**max_points("01-ngrams"), "test_mle_prob": 0.0}
+
+
+def test_old_formats_and_large_outputs_are_read():
+    code = grading.solution_code("01-ngrams")
+    notebook = grading.submission("01-ngrams", code)
+    old = nbformat.writes(nbformat.convert(notebook, 3), version=3).encode()
+    assert json.loads(old)["nbformat"] == 3
+    big = grading.submission("01-ngrams", code)
+    output = nbformat.v4.new_output("stream", name="stdout", text="y" * (50 * 2**20))
+    big.cells.append(nbformat.v4.new_code_cell("print('y' * 50 * 2**20)", outputs=[output]))
+    for data in (old, as_bytes(big)):
+        result = grade_submission(data, "ngrams.ipynb", source("01-ngrams"),
+                                  assignment="01-ngrams", student="s")  # fmt: skip
+        assert points(result) == max_points("01-ngrams"), (result.reasons, result.parts)
