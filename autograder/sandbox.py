@@ -312,6 +312,7 @@ def isolation_available() -> str:
     """How :func:`grade_submission` isolates student code on this machine, in words."""
     if not _isolation:
         user = "as an unprivileged user id of its own" if os.geteuid() == 0 else "as this user"
+        alone = "as an unprivileged user id of its own" if _worker_uid(False) else "as this user"
         if _bwrap_works():
             _isolation.append(
                 "bubblewrap (net, pid, ipc namespaces; a file system with only Python, "
@@ -320,11 +321,11 @@ def isolation_available() -> str:
         elif _unshare_works():
             _isolation.append(
                 "unshare (net, pid, ipc namespaces; NO private file system: the files "
-                f"are readable as their permissions allow; {user}); install bubblewrap"
+                f"are readable as their permissions allow; {alone}); install bubblewrap"
             )
         else:
             _isolation.append(
-                f"none: no bubblewrap or unshare here; rlimits and time limits only, {user}, with "
+                f"none: no bubblewrap or unshare here; rlimits and time limits only, {alone}, with "
                 "network and the file system as their permissions allow; install bubblewrap"
             )
     return _isolation[0]
@@ -333,10 +334,18 @@ def isolation_available() -> str:
 _next_uid = [0]
 
 
-def _worker_uid() -> int | None:
+def _world_readable(path: Path) -> bool:
+    """Whether every folder above ``path`` lets other users through (``o+x``)."""
+    return all(os.stat(p).st_mode & 0o001 for p in path.resolve().parents)
+
+
+def _worker_uid(bwrap: bool = True) -> int | None:
     """The unprivileged user id a worker switches to before any student code runs, one of its own
-    (so that its process limit counts only its own processes); None unless the grader is root."""
+    (so that its process limit counts only its own processes); None unless the grader is root,
+    or, without bubblewrap, where another user could not read the Python installation."""
     if os.geteuid() != 0:
+        return None
+    if not bwrap and not all(_world_readable(Path(p)) for p in (sys.base_prefix, sys.prefix)):
         return None
     _next_uid[0] += 1
     return 200_000 + (os.getpid() * 64 + _next_uid[0] % 64) % 500_000
@@ -564,7 +573,7 @@ class Worker:
         home = self.staging / "home"
         if not bwrap:
             home.mkdir()
-        uid = _worker_uid()
+        uid = self.uid = _worker_uid(bwrap)
         settings = {
             "uid": uid,
             "cells": program,

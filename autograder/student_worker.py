@@ -77,11 +77,14 @@ class Pipe:
             n -= len(chunk)
         return chunks.getvalue()
 
-    def receive(self):
+    def receive_bytes(self) -> bytes:
         (n,) = HEADER.unpack(self._read(HEADER.size))
         if n > MAX_MESSAGE:
             raise EOFError(f"a message of {n} bytes from the grader")
-        return pickle.loads(self._read(n))  # from the grader: trusted
+        return self._read(n)
+
+    def receive(self):
+        return pickle.loads(self.receive_bytes())  # from the grader: trusted
 
 
 PIPE: Pipe
@@ -190,10 +193,25 @@ class Remote:
         return object.__getattribute__(self, "_text")
 
 
+# The answers of the grader's objects during one call, by their question. The checks' objects are
+# functions of their arguments (a table of probabilities, a tagger), so asking again gives the same
+# answer: a student's perplexity that asks P(w | v) a thousand times asks the grader a few times.
+_ANSWERS: dict[bytes, bytes] = {}
+
+
 def _callback(handle: int, attribute, args: tuple, kwargs: dict):
-    wire_args = plain(args, tensors=True), plain(kwargs, tensors=True)
-    PIPE.send(("callback", handle, attribute, *wire_args))
-    kind, value = PIPE.receive()
+    question = (
+        "callback",
+        handle,
+        attribute,
+        plain(args, tensors=True),
+        plain(kwargs, tensors=True),
+    )
+    key = pickle.dumps(question, protocol=4)
+    if key not in _ANSWERS:
+        PIPE.send(question)
+        _ANSWERS[key] = PIPE.receive_bytes()
+    kind, value = pickle.loads(_ANSWERS[key])  # a new copy each time: the student may change it
     if kind == "error":
         raise GraderSaid(value)
     return unwire(value)
@@ -277,6 +295,7 @@ def serve(namespace: dict) -> None:
         if message[0] != "call":
             continue
         _, name, args = message
+        _ANSWERS.clear()
         try:
             function = namespace[name]
             answer = function(*unwire(args))

@@ -275,6 +275,19 @@ def test_memory_and_processes_are_bounded():
         assert w.call("forks", (), time.monotonic() + 20) < 20
     finally:
         w.stop()
+    if w.uid is not None:  # the sleeping children went with the worker
+        assert not processes_of(w.uid)
+
+
+def processes_of(uid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return pids
 
 
 def test_a_hung_cell_costs_its_part_only():
