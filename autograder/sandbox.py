@@ -630,7 +630,7 @@ class Worker:
             while view:
                 view = view[os.write(self._to_worker, view) :]
         except OSError as err:
-            raise SandboxStop("crashed", self._death(f"could not be reached ({err})")) from None
+            raise self._death(f"could not be reached ({err})") from None
 
     def _read(self, n: int, deadline: float, doing: str) -> bytes:
         chunks = bytearray()
@@ -643,7 +643,7 @@ class Worker:
                 continue
             chunk = os.read(self._from_worker, min(n - len(chunks), 1 << 20))
             if not chunk:
-                raise SandboxStop("crashed", self._death("stopped"))
+                raise self._death("stopped")
             chunks += chunk
         return bytes(chunks)
 
@@ -657,20 +657,24 @@ class Worker:
         except Exception as err:
             raise SandboxStop("crashed", f"the worker sent something unreadable ({err})") from None
 
-    def _death(self, what: str) -> str:
+    def _death(self, what: str) -> SandboxStop:
+        """Why the worker is gone: its CPU time limit ("limit") or anything else ("crashed")."""
         try:
             code = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
-        signals = {
-            signal.SIGXCPU: f"its CPU time limit ({self.limits.cpu_seconds} s)",
-            signal.SIGKILL: "it was killed (out of memory?)",
-            signal.SIGSEGV: "a segmentation fault",
-        }
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            return SandboxStop(
+                "limit", f"the worker {what}: its CPU time limit ({self.limits.cpu_seconds} s)"
+            )
+        signals = {signal.SIGKILL: "it was killed (out of memory?)", signal.SIGSEGV: "it crashed"}
         for number, words in signals.items():
             if code in (-number, 128 + number):
-                return f"the worker {what}: {words}"
-        return f"the worker {what} (exit status {code}); did the code call os._exit or exit?"
+                return SandboxStop("crashed", f"the worker {what}: {words}")
+        return SandboxStop(
+            "crashed",
+            f"the worker {what} (exit status {code}); did the code call os._exit or exit?",
+        )
 
     # -- the program and calls
 

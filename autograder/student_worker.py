@@ -322,12 +322,14 @@ def set_limits(limits: dict) -> None:
         resource.RLIMIT_CORE: 0,
     }
     for which, value in wanted.items():
-        if value is None:
-            continue
         soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
-        resource.setrlimit(which, (value, value))
+        # CPU: SIGXCPU at the limit (which the grader reports as such), SIGKILL 5 s later
+        top = (
+            value + 5 if which == resource.RLIMIT_CPU and hard == resource.RLIM_INFINITY else value
+        )
+        resource.setrlimit(which, (value, top))
 
 
 def drop_privileges(uid) -> None:

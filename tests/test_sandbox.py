@@ -393,3 +393,13 @@ def test_old_formats_and_large_outputs_are_read():
         result = grade_submission(data, "ngrams.ipynb", source("01-ngrams"),
                                   assignment="01-ngrams", student="s")  # fmt: skip
         assert points(result) == max_points("01-ngrams"), (result.reasons, result.parts)
+
+
+def test_the_cpu_time_limit_stops_a_busy_worker():
+    w = worker("def spin():\n    while True:\n        pass\n", Limits(cpu_seconds=1))
+    try:
+        with pytest.raises(SandboxStop) as stop:
+            w.call("spin", (), time.monotonic() + 60)
+    finally:
+        w.stop()
+    assert stop.value.status == "limit" and "CPU time limit" in stop.value.reason
