@@ -638,8 +638,9 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SandboxStop("timed_out", doing)
-            ready, _, _ = select.select([self._from_worker], [], [], left)
-            if not ready:
+            poll = select.poll()  # not select.select: a long-lived grader may hold fds > 1024
+            poll.register(self._from_worker, select.POLLIN)
+            if not poll.poll(min(left, 3600.0) * 1000):
                 continue
             chunk = os.read(self._from_worker, min(n - len(chunks), 1 << 20))
             if not chunk:
