@@ -56,9 +56,12 @@ Deliberate departures from the book's presentation:
 * :func:`to_cnf` removes unit rules by *collapsing* each chain ``A -> B -> ... -> rhs`` into one
   rule ``A -> rhs`` whose tree node is labelled ``A+B+...`` (so the tree can be mapped back); chains
   that repeat a symbol (unit cycles) are left out, since they would give infinitely many trees.
-  A grammar with empty (epsilon) rules keeps its language (minus the empty string), but trees of
-  such a grammar are mapped back without their empty constituents; PCFGs with epsilon rules or
-  unit cycles are refused.
+  A grammar with empty (epsilon) rules keeps its language (minus the empty string); the empty
+  constituents the conversion drops are put back when trees are read off the chart, each
+  nullable symbol with one empty tree (the first found), so a grammar whose nullable symbols have
+  several empty trees gets only one of them. PCFGs with epsilon rules or unit cycles are refused,
+  with the reason: their empty or unit derivations would have to be summed for the inside
+  probability but maximised for Viterbi, which one set of collapsed rules cannot do both of.
 """
 
 from __future__ import annotations
@@ -642,6 +645,29 @@ class CNFRule:
     label: str
     origin: tuple[Rule, ...]
     logp: float = 0.0
+    gaps: tuple[tuple[tuple[int, Tree], ...], ...] = ()
+
+
+def _cnf_node(rule: CNFRule, children: list[Tree | str]) -> Tree:
+    """The tree node of one use of a CNF rule over its children: ``Tree(rule.label, children)``;
+    or, for a rule that stands for empty constituents the conversion dropped (``rule.gaps``: for
+    each label of its chain, the positions and empty trees to put back), the chain spelled out
+    node by node with them put back. :meth:`Tree.from_cnf` maps either to the original tree."""
+    if not rule.gaps:
+        return Tree(rule.label, children)
+    labels = _chain(rule.label)
+    node = Tree(labels[-1], _with_gaps(children, rule.gaps[-1]))
+    for label, gaps in zip(reversed(labels[:-1]), reversed(rule.gaps[:-1]), strict=True):
+        node = Tree(label, _with_gaps([node], gaps))
+    return node
+
+
+def _with_gaps(kept: list[Tree | str], gaps: tuple[tuple[int, Tree], ...]) -> list[Tree | str]:
+    """The children of a rule with the empty trees put back at their positions (ascending)."""
+    out = list(kept)
+    for position, tree in gaps:
+        out.insert(position, tree)
+    return out
 
 
 class CNFGrammar(CFG):
@@ -687,7 +713,9 @@ def to_cnf(grammar: CFG) -> CNFGrammar:
        and so on, each new rule binary;
     3. DEL (only if there are empty rules): every nonterminal that can derive the empty string is
        *nullable*; each rule gets a copy without each subset of its nullable symbols (never all of
-       them), and the empty rules go. The empty string itself leaves the language;
+       them), and the empty rules go. The empty string itself leaves the language. Each copy
+       remembers what it dropped (``CNFRule.gaps``: the position and the symbol's first-found
+       empty tree), so that trees read off the chart get their empty constituents back;
     4. UNIT: each chain of unit rules ``A -> B -> ... -> Z`` followed by a non-unit rule
        ``Z -> rhs`` becomes one rule ``A -> rhs`` labelled ``A+B+...+Z``; chains that repeat a
        symbol are left out.
@@ -696,23 +724,32 @@ def to_cnf(grammar: CFG) -> CNFGrammar:
     carries the original probability, the helper rules probability 1, a collapsed chain the
     product along it. Every tree of the CNF grammar then maps to one tree of the original
     (:meth:`Tree.from_cnf`) with the same probability. PCFGs with empty rules or unit cycles are
-    refused (their sums would need infinite series).
+    refused with the reason (see the module's docstring).
     """
     is_pcfg = isinstance(grammar, PCFG)
     has_empty = any(len(r.rhs) == 0 for r in grammar.rules)
     logps = grammar.logps if is_pcfg else [0.0] * len(grammar.rules)  # type: ignore[attr-defined]
     if is_pcfg and has_empty:
-        raise ValueError("to_cnf does not convert PCFGs with empty (epsilon) rules")
+        empty = next(r for r in grammar.rules if not r.rhs)
+        raise ValueError(
+            f"to_cnf does not convert PCFGs with empty rules ({grammar._format(empty)}): "
+            "dropping an empty constituent must multiply a rule by the sum of the probabilities "
+            "of its empty derivations for the inside algorithm but by the largest for Viterbi; "
+            "write the rules without the empty symbol instead (A -> B C with C optional becomes "
+            "A -> B C | B, with the probabilities split)"
+        )
     is_nt = grammar.nonterminals.__contains__
 
-    # 1. TERM and 2. BIN; rules as (lhs, rhs, logp, origin)
-    work: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]] = []
+    # 1. TERM and 2. BIN; rules as (lhs, rhs, logp, origin, gaps): gaps are the empty
+    # constituents step 3 leaves out, (position in rhs, empty tree)
+    Gaps = tuple[tuple[int, Tree], ...]
+    work: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...], Gaps]] = []
     added: set[tuple[str, tuple[str, ...]]] = set()
 
     def add_helper(lhs: str, rhs: tuple[str, ...]) -> None:
         if (lhs, rhs) not in added:
             added.add((lhs, rhs))
-            work.append((lhs, rhs, 0.0, ()))
+            work.append((lhs, rhs, 0.0, (), ()))
 
     for rule, lp in zip(grammar.rules, logps, strict=True):
         rhs = rule.rhs
@@ -726,10 +763,10 @@ def to_cnf(grammar: CFG) -> CNFGrammar:
                     new_rhs.append(_term_symbol(s))
             rhs = tuple(new_rhs)
         if len(rhs) <= 2:
-            work.append((rule.lhs, rhs, lp, (rule,)))
+            work.append((rule.lhs, rhs, lp, (rule,), ()))
             continue
         name = f"{rule.lhs}{BIN_MARK}{'-'.join(rhs[1:])}>"
-        work.append((rule.lhs, (rhs[0], name), lp, (rule,)))
+        work.append((rule.lhs, (rhs[0], name), lp, (rule,), ()))
         for k in range(1, len(rhs) - 2):
             nxt = f"{rule.lhs}{BIN_MARK}{'-'.join(rhs[k + 1 :])}>"
             add_helper(name, (rhs[k], nxt))
@@ -738,63 +775,70 @@ def to_cnf(grammar: CFG) -> CNFGrammar:
 
     nonterminals = {lhs for lhs, *_ in work}
 
-    # 3. DEL
+    # 3. DEL; each nullable symbol's empty tree is the first one found (its rule's order)
     if has_empty:
-        nullable: set[str] = set()
+        empty_tree: dict[str, Tree] = {}  # the nullable symbols
         changed = True
         while changed:
             changed = False
-            for lhs, rhs, _, _ in work:
-                if lhs not in nullable and all(s in nullable for s in rhs):
-                    nullable.add(lhs)
+            for lhs, rhs, *_ in work:
+                if lhs not in empty_tree and all(s in empty_tree for s in rhs):
+                    empty_tree[lhs] = Tree(lhs, [empty_tree[s] for s in rhs])
                     changed = True
-        new_work: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]] = []
+        new_work: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...], Gaps]] = []
         seen = set()
-        for lhs, rhs, lp, origin in work:
-            options = [((s,), ()) if s in nullable else ((s,),) for s in rhs]
-            for choice in itertools.product(*options):
-                kept = tuple(s for part in choice for s in part)
-                if kept and (lhs, kept, origin) not in seen:
-                    seen.add((lhs, kept, origin))
-                    new_work.append((lhs, kept, lp, origin))
+        for lhs, rhs, lp, origin, _ in work:
+            drop_options = [(False, True) if s in empty_tree else (False,) for s in rhs]
+            for drops in itertools.product(*drop_options):
+                kept = tuple(s for s, drop in zip(rhs, drops, strict=True) if not drop)
+                gaps = tuple((k, empty_tree[rhs[k]]) for k, drop in enumerate(drops) if drop)
+                if kept and (lhs, kept, origin, drops) not in seen:
+                    seen.add((lhs, kept, origin, drops))
+                    new_work.append((lhs, kept, lp, origin, gaps))
         work = new_work
 
     # 4. UNIT: collapse chains
     def is_unit(rhs: tuple[str, ...]) -> bool:
         return len(rhs) == 1 and rhs[0] in nonterminals
 
-    units: dict[str, list[tuple[str, float, tuple[Rule, ...]]]] = defaultdict(list)
-    for lhs, rhs, lp, origin in work:
+    units: dict[str, list[tuple[str, float, tuple[Rule, ...], Gaps]]] = defaultdict(list)
+    for lhs, rhs, lp, origin, gaps in work:
         if is_unit(rhs):
-            units[lhs].append((rhs[0], lp, origin))
-    # chains[A] = [(Z, chain labels A..Z, logp, origin)], every cycle-free chain from A
-    chains: dict[str, list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]]] = {}
+            units[lhs].append((rhs[0], lp, origin, gaps))
+    # chains[A] = [(Z, chain labels A..Z, logp, origin, gaps of each unit rule)], every
+    # cycle-free chain from A
+    Chain = tuple[str, tuple[str, ...], float, tuple[Rule, ...], tuple[Gaps, ...]]
+    chains: dict[str, list[Chain]] = {}
     for a in sorted(nonterminals):
-        found: list[tuple[str, tuple[str, ...], float, tuple[Rule, ...]]] = [(a, (a,), 0.0, ())]
+        found: list[Chain] = [(a, (a,), 0.0, (), ())]
         todo = list(found)
         while todo:
-            z, labels, lp, origin = todo.pop()
-            for b, lp2, origin2 in units.get(z, []):
+            z, labels, lp, origin, link_gaps = todo.pop()
+            for b, lp2, origin2, gaps in units.get(z, []):
                 if b in labels:
                     if is_pcfg:
                         raise ValueError(
-                            f"the PCFG has a unit cycle through {' -> '.join(labels + (b,))}"
+                            f"the PCFG has a unit cycle through {' -> '.join(labels + (b,))}: "
+                            "its trees can repeat the cycle any number of times; the inside sum "
+                            "over them is a geometric series ((I - U)^-1) but the Viterbi max "
+                            "takes none, and to_cnf's collapsed rules cannot be both"
                         )
                     continue
-                item = (b, labels + (b,), lp + lp2, origin + origin2)
+                item = (b, labels + (b,), lp + lp2, origin + origin2, link_gaps + (gaps,))
                 found.append(item)
                 todo.append(item)
         chains[a] = found
     by_lhs: dict[str, list] = defaultdict(list)
-    for lhs, rhs, lp, origin in work:
+    for lhs, rhs, lp, origin, gaps in work:
         if not is_unit(rhs):
-            by_lhs[lhs].append((rhs, lp, origin))
+            by_lhs[lhs].append((rhs, lp, origin, gaps))
     cnf_rules = []
     for a in sorted(nonterminals, key=lambda s: (s != grammar.start, s)):
-        for z, labels, lp, origin in chains[a]:
-            for rhs, lp2, origin2 in by_lhs.get(z, []):
+        for z, labels, lp, origin, link_gaps in chains[a]:
+            for rhs, lp2, origin2, gaps in by_lhs.get(z, []):
                 label = UNIT_MARK.join(labels)
-                cnf_rules.append(CNFRule(a, rhs, label, origin + origin2, lp + lp2))
+                all_gaps = link_gaps + (gaps,) if any(link_gaps) or gaps else ()
+                cnf_rules.append(CNFRule(a, rhs, label, origin + origin2, lp + lp2, all_gaps))
     if not any(r.lhs == grammar.start for r in cnf_rules):
         raise ValueError("the grammar derives no sentence of one word or more")
     # drop rules using nonterminals that have no rule left (e.g. only empty ones)
@@ -855,12 +899,12 @@ class Chart:
         for rule_index, k in self.cells[i][j].get(symbol, []):
             rule = self.grammar.cnf_rules[rule_index]
             if k is None:
-                yield Tree(rule.label, [self.words[i]])
+                yield _cnf_node(rule, [self.words[i]])
                 continue
             b, c = rule.rhs
             for left in self.trees(b, i, k):
                 for right in self.trees(c, k, j):
-                    yield Tree(rule.label, [left, right])
+                    yield _cnf_node(rule, [left, right])
 
 
 @reference
@@ -1412,8 +1456,8 @@ def viterbi_cky_loop(
         index, k = backptr[(i, j, a)]
         rule = cnf.cnf_rules[index]
         if j == i + 1:
-            return Tree(rule.label, [words[i]])
-        return Tree(rule.label, [build(i, k, rule.rhs[0]), build(k, j, rule.rhs[1])])
+            return _cnf_node(rule, [words[i]])
+        return _cnf_node(rule, [build(i, k, rule.rhs[0]), build(k, j, rule.rhs[1])])
 
     return Tree.from_cnf(build(0, n, cnf.start)), delta[0][n][cnf.start]
 
