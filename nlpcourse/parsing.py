@@ -1145,7 +1145,7 @@ class PCFG(CFG):
         sents = [_pcfg_words(self, words) for words in sentences]
         out = np.empty(len(sents))
         tab = self._arrays()
-        for group in _by_length(sents):
+        for group in _by_length(sents, max_rows=BATCH_ROWS):
             beta = _inside_batch(tab, [sents[k] for k in group])
             out[group] = beta[:, 0, -1, 0]
         return out
@@ -1355,6 +1355,7 @@ def _contiguous(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
+BATCH_ROWS = 2048  # chart rows (spans) of the sentences parsed together by the batched calls
 TINY = 1e-60  # expected-count factors smaller than this are dropped (4 of them: > 1e-240)
 SAFE_EXPONENT = -700.0  # exp(-700) ~ 1e-304 is still a normal float64; exp(-746) is 0
 
@@ -1541,7 +1542,7 @@ def viterbi_batch(
     grammar = _as_pcfg(grammar)
     sents = [_pcfg_words(grammar, words) for words in sentences]
     out: list[tuple[Tree | None, float]] = [(None, -math.inf)] * len(sents)
-    for group in _by_length(sents):
+    for group in _by_length(sents, max_rows=BATCH_ROWS):
         for k, result in zip(
             group, _viterbi_sentences(grammar._arrays(), [sents[k] for k in group]), strict=True
         ):
@@ -1798,12 +1799,18 @@ def inside_outside_tables(grammar: PCFG, words: Sequence[str]) -> InsideOutside:
     return InsideOutside(grammar, words, tab, beta[0], alpha[0], float(beta[0, 0, n, 0]))
 
 
-def _by_length(sentences: Sequence[Sequence[str]], chunk: int = 256) -> Iterator[list[int]]:
-    """Indices of the sentences, in groups of one length (at most ``chunk`` each)."""
+def _by_length(
+    sentences: Sequence[Sequence[str]], chunk: int = 256, max_rows: int | None = None
+) -> Iterator[list[int]]:
+    """Indices of the sentences, in groups of one length (at most ``chunk`` each, and at most
+    ``max_rows`` chart rows, ``(n+1)^2`` a sentence, if given: a chart that fits the processor's
+    cache is faster than a larger batch)."""
     groups: dict[int, list[int]] = defaultdict(list)
     for k, words in enumerate(sentences):
         groups[len(words)].append(k)
-    for _, members in sorted(groups.items()):
+    for n, members in sorted(groups.items()):
+        if max_rows is not None:
+            chunk = max(1, min(chunk, max_rows // (n + 1) ** 2))
         for start in range(0, len(members), chunk):
             yield members[start : start + chunk]
 
