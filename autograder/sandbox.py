@@ -364,6 +364,13 @@ def _bind_python() -> list[str]:
             args += ["--ro-bind", etc, etc]
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     prefixes.add(str(Path(sys.executable).resolve().parent.parent))
+    # never a folder that holds the course, the temporary files (submissions, other sandboxes) or
+    # the home folders: a Python installed right under / would otherwise show all of them
+    private = [student_view.PACKAGE.parent, Path(tempfile.gettempdir()), Path.home()]
+    private = [p.resolve() for p in private]
+    prefixes = {
+        p for p in prefixes if not any(Path(p).resolve() in (q, *q.parents) for q in private)
+    }
     made: set[str] = set()
     for prefix in sorted(prefixes):
         if not prefix.startswith(("/usr/", "/bin/", "/lib")) and prefix != "/usr":
@@ -374,7 +381,8 @@ def _bind_python() -> list[str]:
             args += ["--ro-bind", prefix, prefix]
     # the real package (an installed, non-editable copy) and the course never show
     course = student_view.PACKAGE.parent
-    for hidden in (student_view.PACKAGE, course):
+    repository = [course] if (course / "solutions").is_dir() else []  # not site-packages
+    for hidden in (student_view.PACKAGE, *repository):
         if any(str(hidden).startswith(prefix.rstrip("/") + "/") for prefix in prefixes):
             args += ["--tmpfs", str(hidden)]
     return args
@@ -808,6 +816,7 @@ class _Grader:
         self.student_seconds = 0.0  # the cells' own time (as the worker measured it) and calls
         self.reasons: list[str] = []
         self.needs_review = False
+        self.unstartable = ""  # why no worker can be started (then no part tries again)
 
     # -- the clock: a call or cell gets call_seconds, the whole submission notebook_seconds
 
@@ -841,7 +850,8 @@ class _Grader:
             try:
                 self.worker = Worker(cells, self.limits, self.view, self.isolation)
             except OSError as err:
-                self.reasons.append(f"the sandbox could not start: {err}")
+                self.unstartable = f"the sandbox could not start: {err}"
+                self.reasons.append(self.unstartable)
                 self.needs_review = True
                 return False
             try:
@@ -852,9 +862,13 @@ class _Grader:
                 self.student_seconds += self.limits.call_seconds if self.worker.cell >= 0 else 0
                 cell = self.worker.cell
                 self.worker.stop()
+                said = self.worker.output.kept.decode("utf-8", "replace")[-2000:].strip()
                 self.worker = None
                 if not 0 <= cell < len(indices):
-                    self.reasons.append(f"the worker could not start: {stop.reason}")
+                    self.unstartable = f"the worker could not start: {stop.reason}" + (
+                        f"; it printed: {said}" if said else ""
+                    )
+                    self.reasons.append(self.unstartable)
                     self.needs_review = True
                     return False
                 bad = self.program.cells[indices[cell]]
@@ -910,14 +924,13 @@ class _Grader:
             if grade_id in self.cell_status:
                 status, reason = self.cell_status[grade_id]
                 return PartResult(part.grade_id, 0.0, part.points, status, reason)
+        if self.unstartable:
+            return PartResult(part.grade_id, 0.0, part.points, "crashed", self.unstartable)
         if self.worker is None and not self.start():
-            status = "timed_out" if self.out_of_time() else "crashed"
-            reason = (
-                f"the notebook's time limit ({self.limits.notebook_seconds:g} s) was reached"
-                if status == "timed_out"
-                else "the student's code could not be run"
-            )
-            return PartResult(part.grade_id, 0.0, part.points, status, reason)
+            if self.unstartable:
+                return PartResult(part.grade_id, 0.0, part.points, "crashed", self.unstartable)
+            reason = f"the notebook's time limit ({self.limits.notebook_seconds:g} s) was reached"
+            return PartResult(part.grade_id, 0.0, part.points, "timed_out", reason)
         namespace: dict[str, Any] = {"__name__": "__grader__", "__builtins__": builtins}
         for name, kind in self.names.items():
             if kind == "callable" and isinstance(name, str) and name.isidentifier():
