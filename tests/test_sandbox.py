@@ -9,6 +9,9 @@ can open, its limits) compared with what the sandbox promises; the process table
 
 from __future__ import annotations
 
+import collections
+import decimal
+import fractions
 import json
 import os
 import pickle
@@ -17,12 +20,16 @@ import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
+import torch
+
+from nlpcourse.checks.core import NotPlainAnswer, to_plain
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the autograder package, as `python -m autograder` sees it
 
-from autograder import grading, sandbox, student_view  # noqa: E402
+from autograder import grading, sandbox, student_view, student_worker  # noqa: E402
 from autograder.sandbox import Limits, SandboxStop, Worker, grade_submission  # noqa: E402
 
 BWRAP = sandbox.isolation_available().startswith("bubblewrap")
@@ -403,3 +410,67 @@ def test_the_cpu_time_limit_stops_a_busy_worker():
     finally:
         w.stop()
     assert stop.value.status == "limit" and "CPU time limit" in stop.value.reason
+
+
+# ------------------------------------------------------------------ one conversion, two places
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class MyFloat(float):
+    pass
+
+
+class MyDict(dict):
+    pass
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        collections.Counter({("a",): 2}),
+        collections.defaultdict(int, {("a",): 2}),
+        collections.OrderedDict(x=1.5),
+        Pair(np.int64(1), np.float32(0.5)),
+        fractions.Fraction(1, 4),
+        decimal.Decimal("0.5"),
+        np.bool_(True),
+        range(3),
+        {np.str_("w"): [np.int32(3)]},
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.array([1, fractions.Fraction(1, 2)], dtype=object),
+        torch.arange(3, dtype=torch.float64, requires_grad=True) * 2,
+        torch.ones(2, dtype=torch.bfloat16),
+        (torch.zeros(1, 2), {"h": np.zeros(3, dtype=np.int64)}),
+        {1, 2.5, "x"},
+        MyFloat(0.5),
+        MyDict(),
+        [MyFloat(1.0)],
+        (x for x in [1]),
+        object(),
+    ],
+)
+def test_the_worker_converts_answers_as_the_checks_do(answer):
+    """The worker cannot import nlpcourse.checks (it does not exist there), so it has its own copy
+    of to_plain's rules; both must give the same plain answer, or refuse with the same words."""
+    try:
+        want = to_plain(answer)
+    except NotPlainAnswer as err:
+        with pytest.raises(student_worker.NotPlainAnswer) as refused:
+            student_worker.plain(answer)
+        assert str(refused.value) == str(err)
+        return
+    got = sandbox.from_wire(student_worker.plain(answer))
+    assert same_plain(got, want), (got, want)
+
+
+def same_plain(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all())
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_plain(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same_plain(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
