@@ -62,6 +62,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -738,13 +739,21 @@ class Worker:
             raise SandboxStop("crashed", "the worker broke the protocol")
 
     def _serve(self, handle: Any, attribute: Any, args: Any, kwargs: Any) -> tuple:
-        """Run a trusted object of the check (a model, a tagger) for the student's code."""
+        """Run a trusted object of the check (a model, a tagger) for the student's code.
+
+        The student's code may read the object's public data attributes and call it or its own
+        public methods, nothing else: no module, function or class it refers to."""
         try:
             target = self.handles[handle]
             if attribute is not None:
                 if not isinstance(attribute, str) or attribute.startswith("_"):
                     raise AttributeError(f"no attribute {attribute!r}")
                 value = getattr(target, attribute)
+                own_method = isinstance(value, types.MethodType) and value.__self__ is target
+                objects: dict[int, Any] = {}
+                to_wire(value, objects)  # any object inside, not data, would become a handle
+                if objects and not own_method:
+                    raise AttributeError(f"{attribute!r} is not data or a method of the object")
             else:
                 args = from_wire(args, self.handles)
                 kwargs = from_wire(kwargs, self.handles)

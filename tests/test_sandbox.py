@@ -474,3 +474,37 @@ def same_plain(a, b) -> bool:
     if isinstance(a, list | tuple):
         return len(a) == len(b) and all(same_plain(x, y) for x, y in zip(a, b, strict=True))
     return a == b
+
+
+class Model:
+    """A check's object as the worker sees it: data, a method, and what it must not hand out."""
+
+    def __init__(self):
+        self.table = {"a": 0.5}
+        self.helpers = [os]  # a module: never reachable from the worker
+        self._private = "the answers"
+
+    def __call__(self, word):
+        return self.table.get(word, 0.0)
+
+    def prob(self, word):
+        return self(word)
+
+
+def test_a_checks_object_gives_the_worker_its_data_and_methods_only():
+    w = worker(
+        "def use(model):\n"
+        "    out = [model('a'), model.prob('a'), model.table, repr(model)]\n"
+        "    for attack in ('helpers', '_private'):\n"
+        "        try:\n"
+        "            out.append(getattr(model, attack))\n"
+        "        except Exception as err:\n"
+        "            out.append(type(err).__name__)\n"
+        "    return out\n"
+    )
+    try:
+        got = w.call("use", (Model(),), time.monotonic() + 30)
+    finally:
+        w.stop()
+    assert got[:3] == [0.5, 0.5, {"a": 0.5}] and got[3].startswith("<")
+    assert got[4] == "GraderSaid" and got[5] == "AttributeError"
