@@ -21,7 +21,9 @@ What is here, in the order of the chapter:
 * :class:`PCFG`, a probabilistic CFG: relative-frequency estimation from trees (:meth:`PCFG.fit`),
   sampling, Viterbi CKY (:meth:`PCFG.viterbi`), the inside and outside algorithms, expected rule
   counts and inside-outside (EM) re-estimation (:meth:`PCFG.inside_outside`);
-* :func:`parseval`, labelled-bracket precision, recall, F1 and exact match.
+* :func:`parseval`, labelled-bracket precision, recall, F1 and exact match;
+* :func:`read_mrg` and :func:`treebank_sample`, which read Penn Treebank ``.mrg`` files, such as
+  NLTK's sample of the treebank where a local NLTK data directory has it.
 
 The probabilistic dynamic programs, for a CNF grammar with binary rules ``A -> B C`` and lexical
 rules ``A -> w``, words ``w_1 .. w_n`` and spans ``(i, j)`` covering ``w_{i+1} .. w_j``:
@@ -43,14 +45,17 @@ Deliberate departures from the book's presentation:
 * Everything probabilistic is in log space (the book multiplies probabilities), so that a 100-word
   sentence does not underflow; sums of probabilities become ``logsumexp``.
 * The dynamic programs are vectorised with numpy over all spans of one length, all split points
-  and all rules at once. The sums of the inside and outside passes run as matrix products in
-  *scaled* probability space (each span's scores divided by their maximum, the scale kept as a
-  log), which is what makes them fast; a span where some term could fall more than ``exp(-700)``
-  below its span's largest, where the products could lose it, is computed in logs instead, so the
-  result never underflows. Viterbi stays in logs (a max is not a matrix product).
-  :func:`cky` (the recogniser that counts and lists trees) keeps the book's
-  loops over spans, split points and rules, as the lesson. The tests check the two against each
-  other, against brute-force enumeration and against ``nltk``.
+  and all rules at once, and work on the few distinct *children pairs* ``(B, C)`` of the binary
+  rules rather than on the rules (see :class:`_Tables`). The sums of the inside and outside passes
+  run in *scaled* probability space (each span's terms divided by their maximum, the scale kept as
+  a log), so that the sum over rules is a matrix product; a span where some term could fall more
+  than ``exp(-700)`` below its span's largest, where the products could lose it, is computed in
+  logs instead, so the result never underflows. Viterbi stays in logs (a max is not a matrix
+  product). :func:`viterbi_batch` and :meth:`PCFG.log_likelihoods` parse many sentences of one
+  length together. The book's loops over spans, split points and rules are kept beside them:
+  :func:`cky` (the recogniser that counts and lists trees), :func:`viterbi_cky_loop` and
+  :func:`inside_loop`. The tests check the loops and the vectorised versions against each other,
+  against brute-force enumeration and against ``nltk``.
 * The symbols ``beta`` (inside) and ``alpha`` (outside) follow Manning & Schütze; the HMM chapter's
   forward probabilities ``alpha`` correspond to *inside* probabilities here.
 * :func:`to_cnf` removes unit rules by *collapsing* each chain ``A -> B -> ... -> rhs`` into one
