@@ -698,7 +698,7 @@ class Worker:
             message = self.receive(deadline_of(), "a cell ran past its time limit")
             if not isinstance(message, tuple) or not message:
                 raise SandboxStop("crashed", "the worker broke the protocol")
-            if message[0] == "cell" and len(message) == 4:
+            if message[0] == "cell" and len(message) == 4 and isinstance(message[1], int):
                 _, index, what, error = message
                 self.cell = index
                 if what == "done":
@@ -891,6 +891,8 @@ class _Grader:
             self.names = names
             for cell, error in zip(cells, errors, strict=False):
                 if error and cell["label"] not in self.cell_errors:
+                    if not (isinstance(error, tuple) and len(error) == 3):
+                        error = ("an error", repr(error)[:200], "")  # not what the worker sends
                     type_name, message, where = (str(e) for e in error)
                     text = f"{type_name}: {message}"[:500] + (f" (at {where})" if where else "")
                     self.cell_errors[cell["label"]] = text

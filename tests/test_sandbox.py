@@ -508,3 +508,41 @@ def test_a_checks_object_gives_the_worker_its_data_and_methods_only():
         w.stop()
     assert got[:3] == [0.5, 0.5, {"a": 0.5}] and got[3].startswith("<")
     assert got[4] == "GraderSaid" and got[5] == "AttributeError"
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    [
+        {"nbformat": 4, "cells": "no"},
+        {"nbformat": 4, "cells": [1, None, "x", []]},
+        {"nbformat": 4, "cells": [{"cell_type": "code", "metadata": {"nbgrader": "x"}}]},
+        {
+            "nbformat": 4,
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "metadata": {"nbgrader": {"solution": True, "grade_id": 7}},
+                    "source": {},
+                }
+            ],
+        },  # noqa: E501
+        {
+            "nbformat": 4,
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "metadata": {"nbgrader": {"solution": True, "grade_id": "mle_prob"}},
+                    "source": ["def mle_prob(*a):\n", 5, "  return 0\n"],
+                }
+            ],
+        },  # noqa: E501
+        {"nbformat": 3, "worksheets": "x"},
+        {"nbformat": float("inf")},
+    ],
+)
+def test_odd_notebook_structures_never_raise(notebook):
+    data = json.dumps(notebook).encode()
+    result = grade_submission(data, "ngrams.ipynb", source("01-ngrams"), assignment="01-ngrams",
+                              student="s", limits=FAST)  # fmt: skip
+    assert result.status in ("rejected", "zero") and sum(points(result).values()) == 0
+    assert len(result.parts) == 6
