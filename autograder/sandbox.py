@@ -18,7 +18,8 @@ Issue 11 (the class-scale grader), the part that makes a grade mean what it says
    and no check exists) and a private, size-capped home directory; as an unprivileged user with a
    user id of its own), with resource limits it sets on itself before any student code runs
    (memory, processes, file size, CPU time) and wall-clock limits the grader enforces by killing
-   the whole process group (a cell or a call: ``call_seconds``; everything: ``notebook_seconds``).
+   the worker and everything it started (a cell or a call: ``call_seconds``; everything:
+   ``notebook_seconds``): its process group, and with bubblewrap its whole process namespace.
 4. **Run the trusted checks in the grader**: each graded test cell of ``source`` (hidden tests
    included) is executed here, in a fresh namespace where every function the student defined is a
    :class:`StudentFunction` proxy, inside :func:`nlpcourse.checks.core.use_caller`. The proxy sends
@@ -33,8 +34,9 @@ Issue 11 (the class-scale grader), the part that makes a grade mean what it says
    "limit"), a reason and the "needs review" flag; the worker is restarted, without a cell that
    hung, for the parts still to grade. The rest of the class is untouched.
 
-What the sandbox leaves open is listed in the README ("Grading a class") and in
-:func:`isolation_available`'s words: without bubblewrap, the fallbacks isolate less, and say so.
+What the sandbox leaves open is listed in the README ("What the sandboxed grader closes, and what
+it leaves open") and in :func:`isolation_available`'s words: without bubblewrap, the fallbacks
+(``unshare``, or limits alone) isolate less, and every result says so in its ``isolation``.
 No check runs trusted code beside the student's in the worker today (no autograd through a
 student's function); one that must would load it before the student's cells and would trust that
 the student's code cannot change it, which inside one interpreter nothing guarantees.
@@ -109,7 +111,13 @@ class PartResult:
 
 @dataclass
 class SubmissionResult:
-    """The grade of one submission: plain data (picklable; JSON with dataclasses.asdict)."""
+    """The grade of one submission: plain data (picklable; JSON with dataclasses.asdict).
+
+    ``status``, the first that applies: "rejected" (the file could not be read, or has the wrong
+    name; every part 0), "timed_out" (a part or cell ran past a time limit), "crashed" (the
+    worker died, broke its memory or CPU limit, or could not start), "needs_review" (graded, but
+    something to look at), "zero" (graded, no points), "graded". ``needs_review`` is true exactly
+    for the first four."""
 
     assignment: str
     student: str
@@ -1045,7 +1053,8 @@ def grade_submission(
         status = "zero"
     else:
         status = "graded"
-    return result(parts, status, reasons, grader.needs_review, grader.student_seconds)
+    review = status in ("timed_out", "crashed", "needs_review")
+    return result(parts, status, reasons, review, grader.student_seconds)
 
 
 def grade_file(path: str | Path, source_path: str | Path, **kwargs: Any) -> SubmissionResult:
