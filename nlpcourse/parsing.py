@@ -78,7 +78,7 @@ import math
 import re
 import zipfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -1272,7 +1272,9 @@ class _Tables:
                 if lp > row_max[a]:
                     row_max[a], best[a] = lp, k
             self.word_sum[w], self.word_max[w], self.word_rule[w] = row_sum, row_max, best
+        self.word_max_BC = {w: row[self.pair_BC] for w, row in self.word_max.items()}  # (2Q,)
         self._spans: dict[int, list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self._viterbi_spans: dict[tuple[int, int], list] = {}
 
     def word_scores(self, words: Sequence[str], combine: str) -> np.ndarray:
         """``(n, N)``: the log probability of ``A -> w_{i+1}`` (logsumexp if ``combine`` is
@@ -1284,6 +1286,27 @@ class _Tables:
         except KeyError:
             unknown = sorted({w for w in words if w not in rows})
             raise ValueError(f"the grammar has no rule for the word(s) {unknown!r}") from None
+
+    def viterbi_spans(self, n: int, Bn: int) -> list[tuple[int, int, int, np.ndarray, np.ndarray]]:
+        """For the Viterbi tables of ``Bn`` sentences of ``n`` words (rows as :func:`_span_row`):
+        for each span length ``2 .. n``, ``(length, n_i, m, left, right)``, with ``n_i`` spans of
+        that length per sentence, ``m`` split points each, and the rows ``(B n_i m,)`` of the
+        children ``(i, k)`` and ``(k, j)`` of every sentence, span and split (in that order).
+        Kept for one sentence and for the last batch size."""
+        key = (n, Bn)
+        if key not in self._viterbi_spans:
+            if Bn > 1:  # forget other batch sizes
+                self._viterbi_spans = {k: v for k, v in self._viterbi_spans.items() if k[1] == 1}
+            out = []
+            b = np.arange(Bn)[:, None, None]  # (B, 1, 1)
+            for length in range(2, n + 1):
+                I = np.arange(n - length + 1)[None, :, None]  # (1, n_i, 1) span starts
+                M = np.arange(1, length)[None, None, :]  # (1, 1, m) left child lengths
+                left = _span_row_array(n, Bn, b, I, I + M)  # (B, n_i, m)
+                right = _span_row_array(n, Bn, b, I + M, I + length)  # (B, n_i, m)
+                out.append((length, I.size, M.size, left.ravel(), right.ravel()))
+            self._viterbi_spans[key] = out
+        return self._viterbi_spans[key]
 
     def spans(self, n: int) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
         """For a chart of ``n`` words stored flat, span ``(i, j)`` in row ``i (n+1) + j``: for each
@@ -1559,16 +1582,37 @@ def _viterbi_sentences(
     tab: _Tables, sentences: Sequence[list[str]]
 ) -> list[tuple[Tree | None, float]]:
     """The best tree and its log probability of each of a group of sentences of one length."""
+    n = len(sentences[0])
     logp, pair_best, pair_split = _viterbi_chart(tab, sentences)
     out: list[tuple[Tree | None, float]] = []
     for b, words in enumerate(sentences):
         if logp[b] == -math.inf:
             out.append((None, -math.inf))
             continue
-        (tree,) = _viterbi_backtrack(tab, words, pair_best[b], pair_split[b], 0, len(words), 0)
+
+        def row(i: int, j: int, b: int = b) -> int:
+            return _span_row(n, len(sentences), b, i, j)
+
+        (tree,) = _viterbi_backtrack(tab, words, pair_best, pair_split, row, 0, n, 0)
         assert isinstance(tree, Tree)
         out.append((tree, float(logp[b])))
     return out
+
+
+def _span_row(n: int, Bn: int, b: int, i: int, j: int) -> int:
+    """The row of span ``(i, j)`` of sentence ``b`` in the Viterbi tables of ``Bn`` sentences of
+    ``n`` words: rows are ordered by span length, then sentence, then start, so that the spans of
+    one length are one block of rows."""
+    length = j - i
+    before = (length - 1) * n - (length - 1) * (length - 2) // 2  # spans shorter than length
+    return Bn * before + b * (n - length + 1) + i
+
+
+def _span_row_array(n: int, Bn: int, b: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """:func:`_span_row` of arrays of sentences and spans (broadcast)."""
+    length = j - i
+    before = (length - 1) * n - (length - 1) * (length - 2) // 2
+    return Bn * before + b * (n - length + 1) + i
 
 
 def _viterbi_chart(
@@ -1576,40 +1620,42 @@ def _viterbi_chart(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Viterbi CKY, eq. (parse-viterbi), for sentences of one length ``n``, vectorised: returns
     ``log P`` of each sentence's best tree ``(B,)`` and the back pointers of each children pair,
-    its best score and split over each span, ``(B, (n+1)^2, Q)`` each.
+    its best score and split over each span, ``(rows, Q)`` each, span ``(i, j)`` of sentence ``b``
+    in row :func:`_span_row`.
 
-    As :func:`_inside_batch`, the chart is stored flat (sentence ``b``'s span ``(i, j)`` in row
-    ``b (n+1)^2 + i (n+1) + j``) and projected on the children pairs. For all spans of one
-    length at once: the best split of each children pair (a max over the gathered terms
-    ``delta_B(i, k) + delta_C(k, j)``), then the best rule of each nonterminal (a max over the
-    pairs' scores plus the rules' log probabilities, grouped by left side with
-    ``np.maximum.reduceat``). :func:`_viterbi_backtrack` reads each tree back, top-down.
+    The chart is kept projected on the children pairs: ``to_BC[row]`` holds ``delta_B`` of each
+    pair's left child and ``delta_C`` of its right child, side by side. For all spans of one
+    length at once: every term ``delta_B(i, k) + delta_C(k, j)`` of every split and pair is one
+    addition of two gathered arrays; then the best split of each pair (a max over the splits),
+    and the best rule of each nonterminal (a max over the pairs' scores plus the rules' log
+    probabilities, grouped by left side with ``np.maximum.reduceat``). The spans of one length
+    are one block of rows, so the results are written in place. :func:`_viterbi_backtrack` reads
+    each tree back, top-down.
     """
     Bn, n, Q = len(sentences), len(sentences[0]), len(tab.pair_B)
-    size = (n + 1) * (n + 1)  # rows per sentence
-    # delta of each pair's left child and right child, side by side: (B (n+1)^2, 2Q)
-    to_BC = np.full((Bn * size, 2 * Q), -np.inf)
-    to_B, to_C = to_BC[:, :Q], to_BC[:, Q:]  # (B (n+1)^2, Q) each (views)
-    pair_best = np.empty((Bn * size, Q))  # (B (n+1)^2, Q): each pair's best score over a span
-    pair_split = np.empty((Bn * size, Q), dtype=int)  # (B (n+1)^2, Q): its split, k - i - 1
-    best_word = tab.word_scores([w for words in sentences for w in words], "max")  # (B n, N)
-    shift = np.arange(Bn)[:, None] * size  # (B, 1): the first row of each sentence
-    leaves = (shift + np.arange(n) * (n + 2) + 1).ravel()  # (B n,): the spans (i, i+1)
-    to_BC[leaves] = best_word[:, tab.pair_BC]
-    delta = best_word[::n]  # (B, N): delta over the span (0, n), once the loop is done
-    if n > 1 and not Q:  # no binary rule: no tree of two words or more
-        delta = np.full_like(delta, -np.inf)
-    for n_i, m, left, right, cells in tab.spans(n) if Q else []:
-        if Bn > 1:
-            left, right = (shift + left).ravel(), (shift + right).ravel()  # (B n_i m,)
-            cells = (shift + cells).ravel()  # (B n_i,)
+    rows = Bn * n * (n + 1) // 2
+    to_BC = np.empty((rows, 2 * Q))  # (rows, 2Q): delta of each pair's left and right child
+    to_B, to_C = to_BC[:, :Q], to_BC[:, Q:]  # (rows, Q) each (views)
+    pair_best = np.empty((rows, Q))  # (rows, Q): each pair's best score over a span
+    pair_split = np.empty((rows, Q), dtype=np.intp)  # (rows, Q): its split, k - i - 1
+    words = [w for sentence in sentences for w in sentence]
+    try:
+        to_BC[: Bn * n] = [tab.word_max_BC[w] for w in words]  # the spans (i, i+1), in order
+    except KeyError:
+        tab.word_scores(words, "max")  # raises the ValueError that names the unknown words
+    if n == 1 or not Q:  # one word; or no binary rule, so no tree of two words or more
+        delta = tab.word_scores(words[::n], "max") if n == 1 else np.full((Bn, 1), -np.inf)
+        return delta[:, 0], pair_best, pair_split
+    for length, n_i, m, left, right in tab.viterbi_spans(n, Bn):
+        block = slice(_span_row(n, Bn, 0, 0, length), _span_row(n, Bn, 0, 0, length + 1))
         children = (to_B[left] + to_C[right]).reshape(Bn * n_i, m, Q)  # (B n_i, m, Q)
-        pair_split[cells] = children.argmax(axis=1)  # (B n_i, Q)
-        best = pair_best[cells] = children.max(axis=1)  # (B n_i, Q): each pair's best split
-        per_rule = best[:, tab.rule_pair] + tab.rule_logp  # (B n_i, R + N), grouped by A
+        children.argmax(axis=1, out=pair_split[block])  # (B n_i, Q): each pair's best split
+        best = children.max(axis=1, out=pair_best[block])  # (B n_i, Q): and its score
+        per_rule = best[:, tab.rule_pair]  # (B n_i, R + N), grouped by A
+        per_rule += tab.rule_logp
         delta = np.maximum.reduceat(per_rule, tab.rule_starts, axis=1)  # (B n_i, N)
-        to_BC[cells] = delta[:, tab.pair_BC]
-    return delta[:, 0], pair_best.reshape(Bn, size, Q), pair_split.reshape(Bn, size, Q)
+        np.take(delta, tab.pair_BC, axis=1, out=to_BC[block])
+    return delta[:, 0], pair_best, pair_split
 
 
 def _viterbi_backtrack(
@@ -1617,27 +1663,29 @@ def _viterbi_backtrack(
     words: list[str],
     pair_best: np.ndarray,
     pair_split: np.ndarray,
+    row: Callable[[int, int], int],
     i: int,
     j: int,
     a: int,
 ) -> list[Tree | str]:
     """The best tree of nonterminal ``a`` over the span ``(i, j)``, read back from the Viterbi
-    chart: the rule ``a -> B C`` whose ``log P(a -> B C)`` plus the best score of its children
-    pair over the span is the largest (that sum is ``delta_a(i, j)``), split where that pair's
-    best split is. Returned in the original grammar's labels, as :meth:`Tree.from_cnf` would map
-    it: a list of the nodes to put in the parent's place."""
+    chart (span ``(i, j)`` in row ``row(i, j)``): the rule ``a -> B C`` whose ``log P(a -> B C)``
+    plus the best score of its children pair over the span is the largest (that sum is
+    ``delta_a(i, j)``), split where that pair's best split is. Returned in the original grammar's
+    labels, as :meth:`Tree.from_cnf` would map it: a list of the nodes to put in the parent's
+    place."""
     if j == i + 1:
         k = tab.word_rule[words[i]][a]
         inner: list[Tree | str] = [words[i]]
     else:
-        cell = i * (len(words) + 1) + j
+        cell = row(i, j)
         indices, pairs, logps = tab.rules_of[a]  # (r_a,) each
         best = int((pair_best[cell, pairs] + logps).argmax())
         split = i + 1 + int(pair_split[cell, pairs[best]])
         k = indices[best]
         b, c = tab.children[k]
-        inner = _viterbi_backtrack(tab, words, pair_best, pair_split, i, split, b)
-        inner += _viterbi_backtrack(tab, words, pair_best, pair_split, split, j, c)
+        inner = _viterbi_backtrack(tab, words, pair_best, pair_split, row, i, split, b)
+        inner += _viterbi_backtrack(tab, words, pair_best, pair_split, row, split, j, c)
     for label in tab.wraps[k]:  # innermost first
         inner = [Tree(label, inner)]
     return inner
