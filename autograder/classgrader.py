@@ -64,7 +64,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 HERE = Path(__file__).resolve().parent  # the default course folder: the one with nbgrader_config.py
-MAX_FILE_BYTES = 100 * 2**20  # a handed-in file larger than this is not sent to a worker
+SUBMISSION_MB = 100  # a handed-in file larger than this is not sent (Limits.submission_mb)
 STATUSES = ("graded", "zero", "timed_out", "crashed", "rejected", "needs_review")
 LIMIT_FLAGS = {  # command-line flag -> field of autograder.sandbox.Limits
     "memory_mb": int,
@@ -74,6 +74,7 @@ LIMIT_FLAGS = {  # command-line flag -> field of autograder.sandbox.Limits
     "cpu_seconds": int,
     "call_seconds": float,
     "notebook_seconds": float,
+    "submission_mb": int,
 }
 ENAMES = {  # how a part that scored nothing shows in the autograded notebook and the feedback
     "failed": "CheckFailed",
@@ -216,7 +217,10 @@ class Submission:
 
 
 def find_submissions(
-    course: Course, assignment: Assignment, students: Sequence[str] = ()
+    course: Course,
+    assignment: Assignment,
+    students: Sequence[str] = (),
+    max_mb: int = SUBMISSION_MB,
 ) -> list[Submission]:
     """Every student folder ``submitted/<student>/<assignment>/``, sorted by student id."""
     step = course.coursedir.submitted_directory
@@ -225,14 +229,18 @@ def find_submissions(
     if top.is_dir():
         for folder in sorted(top.iterdir()):
             if (folder / assignment.name).is_dir() and (not students or folder.name in students):
-                found.append(read_submission(folder.name, folder / assignment.name, assignment))
+                found.append(
+                    read_submission(folder.name, folder / assignment.name, assignment, max_mb)
+                )
     missing = sorted(set(students) - {s.student for s in found})
     if missing:
         print(f"no submission of {assignment.name} in {top} for: {', '.join(missing)}")
     return found
 
 
-def read_submission(student: str, folder: Path, assignment: Assignment) -> Submission:
+def read_submission(
+    student: str, folder: Path, assignment: Assignment, max_mb: int = SUBMISSION_MB
+) -> Submission:
     """Read the notebook a student handed in (the expected name first, else the only notebook)."""
     stamp = folder / "timestamp.txt"
     timestamp = stamp.read_text(errors="replace").strip() if stamp.is_file() else None
@@ -258,10 +266,9 @@ def read_submission(student: str, folder: Path, assignment: Assignment) -> Submi
     info = path.lstat()
     if not stat.S_ISREG(info.st_mode):
         return refused(f"{path.name} is not a plain file (a link or a folder)")
-    if info.st_size > MAX_FILE_BYTES:
+    if info.st_size > max_mb * 2**20:
         return refused(
-            f"{path.name} is {info.st_size / 2**20:.0f} MB, over the grader's limit of "
-            f"{MAX_FILE_BYTES // 2**20} MB"
+            f"{path.name} is {info.st_size / 2**20:.0f} MB, over the grader's limit of {max_mb} MB"
         )
     data = path.read_bytes()
     sub = Submission(student, folder, path.name, data, hashlib.sha256(data).hexdigest(), timestamp)
@@ -310,6 +317,7 @@ def grade_task(
     assignment: str,
     student: str,
     limits: dict,
+    expected_name: str,
     grade_function: Callable | None = None,
 ) -> dict:
     """What a Dask worker runs for one submission: ``grade_submission`` on the bytes, its result
@@ -319,13 +327,19 @@ def grade_task(
         if grade_function is None:
             from autograder.sandbox import Limits, grade_submission
 
-            result: Any = grade_submission(
-                data, name, source, assignment=assignment, student=student, limits=Limits(**limits)
-            )
+            grade: Callable = grade_submission
+            bounds: Any = Limits(**limits)
         else:
-            result = grade_function(
-                data, name, source, assignment=assignment, student=student, limits=dict(limits)
-            )
+            grade, bounds = grade_function, dict(limits)
+        result = grade(
+            data,
+            name,
+            source,
+            assignment=assignment,
+            student=student,
+            limits=bounds,
+            expected_name=expected_name,
+        )
     out = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result)
     out["worker"] = f"{socket.gethostname()}:{os.getpid()}"
     return out
@@ -347,7 +361,7 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             n_workers=n,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: several graders may run on one machine
             memory_limit=0,  # the sandbox limits each student; the nanny must not kill graders
             silence_logs=logging.ERROR,
         ) as cluster,
@@ -490,7 +504,9 @@ class Summary:
     results: dict[str, dict] = field(default_factory=dict)  # graded this run, by student
     skipped: list[str] = field(default_factory=list)  # already graded, same file
     failed: dict[str, str] = field(default_factory=dict)  # not graded: the grader's own trouble
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole run, feedback and CSV excluded
+    phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of each step
+    coordinator_seconds: float = 0.0  # wall-clock spent recording results (autograded + gradebook)
     feedback_problems: str = ""
 
     def counts(self) -> Counter:
@@ -509,7 +525,8 @@ class Summary:
             lines.append(f"  {status.replace('_', ' '):13s} {len(who):4d}")
             if status != "graded":
                 for student in who:
-                    lines.append(f"      {student}: {'; '.join(self.results[student]['reasons'])}")
+                    reasons = "; ".join(self.results[student]["reasons"]) or "no part passed"
+                    lines.append(f"      {student}: {reasons}")
         review = sorted(
             s
             for s, r in self.results.items()
@@ -528,6 +545,10 @@ class Summary:
             lines.append(f"      {student}: {why}")
         if self.feedback_problems:
             lines.append(f"  feedback not written for: {self.feedback_problems}")
+        if self.phases:
+            steps = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
+            per = self.coordinator_seconds / max(1, n)
+            lines.append(f"  time: {steps}; recording {per:.2f} s per result")
         return "\n".join(lines)
 
 
@@ -556,9 +577,17 @@ def grade_assignment(
     from autograder import gradebook_writer
 
     start = time.monotonic()
+    clock = [start]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        summary.phases[name] = summary.phases.get(name, 0.0) + now - clock[0]
+        clock[0] = now
+
+    summary = Summary(assignment_name)
     assignment = prepare_assignment(course, assignment_name)
-    subs = find_submissions(course, assignment, students)
-    summary = Summary(assignment.name)
+    max_mb = int((limits or {}).get("submission_mb", SUBMISSION_MB))
+    subs = find_submissions(course, assignment, students, max_mb)
     gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
     try:
         done = gradebook_writer.recorded(gb, assignment.name)
@@ -575,6 +604,7 @@ def grade_assignment(
                 todo.append(sub)
 
         def finish(sub: Submission, result: dict) -> None:
+            began = time.monotonic()
             result.update(assignment=assignment.name, student=sub.student, checksum=sub.checksum)
             result["notebook"] = sub.name or result.get("notebook", "")
             result["reasons"] = [*result.get("reasons", []), *sub.notes]
@@ -589,16 +619,18 @@ def grade_assignment(
                 config=course.config,
             )
             summary.results[sub.student] = result
+            summary.coordinator_seconds += time.monotonic() - began
 
-        bar = _progress(len(todo), progress)
         local = [s for s in todo if s.problem]
         remote = [s for s in todo if not s.problem]
         for sub in local:
             status = "zero" if sub.problem.startswith("no notebook") else "rejected"
             finish(sub, local_result(assignment, sub, status, sub.problem))
-            bar.update(1)
+        phase("prepare")
         if remote:
             with _client(client, scheduler, workers) as dask:
+                phase("cluster start")
+                bar = _progress(len(remote), progress)
                 source = dask.scatter(assignment.source, broadcast=False)
                 futures = {}
                 for sub in remote:
@@ -611,6 +643,7 @@ def grade_assignment(
                         assignment.name,
                         sub.student,
                         dict(limits or {}),
+                        assignment.notebook,
                         grade_function,
                         key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
                         pure=False,
@@ -628,12 +661,15 @@ def grade_assignment(
                         summary.failed[sub.student] = f"{type(error).__name__}: {error}"
                     future.release()
                     bar.update(1)
-        bar.close()
+                bar.close()
+                phase("grading")
+            phase("cluster stop")
     finally:
         gb.close()
     summary.seconds = time.monotonic() - start
     if feedback and summary.results:
         summary.feedback_problems = generate_feedback(course, assignment, sorted(summary.results))
+        phase("feedback")
     if csv_path is not None:
         write_csv(course, assignment.name, csv_path, students)
     return summary

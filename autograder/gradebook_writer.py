@@ -197,7 +197,7 @@ def record(
                 status=result["status"],
                 needs_review=bool(result["needs_review"]),
                 score=sum(float(p["points"]) for p in result["parts"]),
-                max_score=sum(float(p["max_points"]) for p in result["parts"]),
+                max_score=float(nb.max_score),  # the assignment's, whatever the result lists
                 reasons=json.dumps(list(result["reasons"])),
                 parts=json.dumps(list(result["parts"])),
                 isolation=str(result.get("isolation", "")),
