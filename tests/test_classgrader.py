@@ -1,0 +1,424 @@
+"""The class grader (``python -m autograder grade``, issue 11): Dask, the gradebook, resuming.
+
+The grading of one submission (:func:`autograder.sandbox.grade_submission`) has its own tests
+(``tests/test_sandbox.py``, ``tests/test_adversarial_grading.py``); here the tasks run
+:func:`stand_in`, a grader with the same signature that gives a part its points when its solution
+cell no longer raises ``NotImplementedError`` and sleeps as long as a notebook asks. What is tested
+is what happens around it:
+
+* a two-worker ``LocalCluster`` grades a class into a real gradebook, which ``nbgrader export``
+  reads back, and the rows are the ones ``nbgrader autograde`` itself writes for the same class;
+* a worker killed mid-run: the batch still completes, with every grade recorded exactly once;
+* resuming: a second run grades nothing, a changed file is graded again, ``--regrade`` grades all;
+* only the coordinator writes: audit hooks in the worker processes see no gradebook connection
+  and no file of the course opened for writing;
+* the submitted files are never modified, and no hidden test reaches a student.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "autograder"))
+import grading  # noqa: E402
+
+from autograder import classgrader  # noqa: E402
+
+ASSIGNMENT = "01-ngrams"
+pytestmark = pytest.mark.slow  # starts a Dask cluster and runs nbgrader
+
+
+# ------------------------------------------------------------------------------ the stand-in
+
+
+def stand_in(data, name, source, *, assignment, student, limits, expected_name):
+    """A stand-in for ``grade_submission``: a part scores its points when the student's solution
+    cell for it (the last solution cell before the test cell in the source) no longer raises
+    ``NotImplementedError``. Sleeps ``metadata["stand_in_sleep"]`` seconds first, and appends
+    "start <student> <pid>" to ``metadata["stand_in_log"]`` if given."""
+    if name != expected_name:
+        return {
+            "assignment": assignment,
+            "student": student,
+            "notebook": name,
+            "checksum": hashlib.sha256(data).hexdigest(),
+            "parts": [],
+            "status": "rejected",
+            "reasons": [f"expected {expected_name}, found {name}"],
+            "needs_review": True,
+            "seconds": 0.0,
+            "student_seconds": 0.0,
+            "isolation": "none: stand-in",
+        }
+    nb = json.loads(data)
+    meta = nb.get("metadata", {})
+    if meta.get("stand_in_log"):
+        with open(meta["stand_in_log"], "a") as log:
+            log.write(f"start {student} {os.getpid()}\n")
+    time.sleep(float(meta.get("stand_in_sleep", 0)))
+    answers = {}
+    for cell in nb["cells"]:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        answers[gid] = "NotImplementedError" not in text
+    parts, solution = [], None
+    for cell in source["cells"]:
+        info = cell.get("metadata", {}).get("nbgrader", {})
+        if info.get("solution"):
+            solution = info["grade_id"]
+        elif info.get("grade"):
+            ok = answers.get(solution, False)
+            parts.append(
+                {
+                    "grade_id": info["grade_id"],
+                    "points": float(info["points"]) if ok else 0.0,
+                    "max_points": float(info["points"]),
+                    "status": "passed" if ok else "failed",
+                    "message": "" if ok else f"{solution} is not written yet",
+                }
+            )
+    score = sum(p["points"] for p in parts)
+    return {
+        "assignment": assignment,
+        "student": student,
+        "notebook": name,
+        "checksum": hashlib.sha256(data).hexdigest(),
+        "parts": parts,
+        "status": "graded" if score else "zero",
+        "reasons": [] if score else ["no part passed"],
+        "needs_review": False,
+        "seconds": 0.1,
+        "student_seconds": 0.05,
+        "isolation": "none: stand-in",
+    }
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two single-threaded worker processes, shared by the tests of this file."""
+    with classgrader.dask_client(None, 2) as made:
+        yield made
+
+
+def make_course(root: Path) -> classgrader.Course:
+    """A course at ``root``: the repository's nbgrader configuration, ``solutions/01-ngrams``,
+    and an empty gradebook of its own."""
+    (root / "autograder").mkdir(parents=True)
+    for name in ("nbgrader_config.py", "course_nbgrader.py"):
+        shutil.copy(REPO / "autograder" / name, root / "autograder" / name)
+    shutil.copytree(REPO / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    return classgrader.load_course(root / "autograder")
+
+
+def hand_in(root: Path, student: str, nb, name: str = "ngrams.ipynb", stamp: str = "") -> Path:
+    folder = root / "autograder" / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / name)
+    if stamp:
+        (folder / "timestamp.txt").write_text(stamp)
+    return folder / name
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def rows(db: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(db) as con:
+        return sorted(con.execute(query).fetchall(), key=repr)
+
+
+# the points of each test cell, read from the source notebook (independently of the grader)
+def source_points() -> dict[str, float]:
+    nb = json.loads((REPO / "solutions" / ASSIGNMENT / "ngrams.ipynb").read_text())
+    out = {}
+    for cell in nb["cells"]:
+        info = cell["metadata"].get("nbgrader", {})
+        if info.get("grade") and not info.get("solution"):
+            out[info["grade_id"]] = float(info["points"])
+    return out
+
+
+# ------------------------------------------------------------------------------ the tests
+
+
+def install_write_audit(course_root: str) -> None:
+    """In a worker: record every sqlite connection and every file under the course opened for
+    writing, in ``sys._autograder_audit`` (read back with ``client.run``)."""
+    import sys as _sys
+
+    if hasattr(_sys, "_autograder_audit"):
+        _sys._autograder_audit.clear()
+        _sys._autograder_root = course_root
+        return
+    _sys._autograder_audit = []
+    _sys._autograder_root = course_root
+
+    def hook(event, args):
+        if event == "sqlite3.connect":
+            _sys._autograder_audit.append(f"sqlite3.connect {args}")
+        elif event == "open" and isinstance(args[0], str | bytes):
+            path = os.fsdecode(args[0])
+            mode = args[1] or "r"
+            flags = args[2] if len(args) > 2 else 0
+            writing = any(c in str(mode) for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR)
+            if writing and os.path.abspath(path).startswith(_sys._autograder_root):
+                _sys._autograder_audit.append(f"open {path} {mode}")
+
+    _sys.addaudithook(hook)
+
+
+def test_two_workers_grade_a_class_into_the_gradebook(tmp_path, client):
+    course = make_course(tmp_path)
+    code = grading.solution_code(ASSIGNMENT)
+    first = next(iter(code))
+    full = grading.submission(ASSIGNMENT, code)
+    one = grading.submission(ASSIGNMENT, {first: code[first]})
+    blank = grading.submission(ASSIGNMENT, {})
+    hand_in(tmp_path, "ana", full, stamp="2026-01-10 12:00:00.000000 UTC")
+    hand_in(tmp_path, "ben", one)
+    hand_in(tmp_path, "cleo", blank)
+    hand_in(tmp_path, "dan", full, name="ngrams-Copy1.ipynb")  # misnamed: graded, noted
+    (tmp_path / "autograder" / "submitted" / "eve" / ASSIGNMENT).mkdir(parents=True)  # nothing
+    submitted = tmp_path / "autograder" / "submitted"
+    before = file_hashes(submitted)
+    client.run(install_write_audit, str(tmp_path))
+
+    summary = classgrader.grade_assignment(
+        course,
+        ASSIGNMENT,
+        client=client,
+        grade_function=stand_in,
+        csv_path=tmp_path / "grades.csv",
+        progress=False,
+    )
+
+    assert file_hashes(submitted) == before  # the submissions are never modified
+    audit = client.run(lambda: list(sys._autograder_audit))
+    assert audit and all(events == [] for events in audit.values()), audit  # workers wrote nothing
+    points = source_points()
+    total, part_one = sum(points.values()), points[f"test_{first}"]  # count_ngrams, test_...
+    expected = {"ana": total, "ben": part_one, "cleo": 0.0, "dan": 0.0, "eve": 0.0}
+    assert {s: sum(p["points"] for p in r["parts"]) for s, r in summary.results.items()} == expected
+    assert summary.results["eve"]["status"] == "zero"
+    assert "no notebook handed in" in summary.results["eve"]["reasons"][0]
+    assert summary.results["dan"]["notebook"] == "ngrams-Copy1.ipynb"
+    assert summary.results["dan"]["status"] == "rejected"
+
+    # nbgrader reads the gradebook back: its own export
+    exported = tmp_path / "export.csv"
+    grading.run_nbgrader("export", f"--to={exported}", root=tmp_path)
+    with open(exported) as f:
+        got = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
+    assert got == expected
+    with open(tmp_path / "grades.csv") as f:
+        ours = {
+            row["student"]: (float(row["score"]), float(row["max"])) for row in csv.DictReader(f)
+        }
+    assert ours == {s: (v, total) for s, v in expected.items()}
+
+    # the autograded notebooks and the feedback show no hidden test
+    autograded = tmp_path / "autograder" / "autograded"
+    feedback = tmp_path / "autograder" / "feedback"
+    for student in expected:
+        text = (autograded / student / ASSIGNMENT / "ngrams.ipynb").read_text()
+        html = (feedback / student / ASSIGNMENT / "ngrams.html").read_text()
+        for shown in (text, html):
+            assert "HIDDEN TESTS" not in shown and "hidden=True" not in shown
+    assert "is not written yet" in (feedback / "ben" / ASSIGNMENT / "ngrams.html").read_text()
+    assert (autograded / "ana" / ASSIGNMENT / "timestamp.txt").read_text().startswith("2026-01-10")
+
+    # resuming: nothing to do; a changed file is graded again; --regrade grades everything
+    again = classgrader.grade_assignment(
+        course, ASSIGNMENT, client=client, grade_function=stand_in, progress=False, feedback=False
+    )
+    assert again.results == {} and sorted(again.skipped) == sorted(expected)
+    hand_in(tmp_path, "cleo", one)
+    again = classgrader.grade_assignment(
+        course, ASSIGNMENT, client=client, grade_function=stand_in, progress=False, feedback=False
+    )
+    assert list(again.results) == ["cleo"]
+    assert sum(p["points"] for p in again.results["cleo"]["parts"]) == part_one
+    again = classgrader.grade_assignment(
+        course,
+        ASSIGNMENT,
+        client=client,
+        grade_function=stand_in,
+        progress=False,
+        regrade=True,
+        feedback=False,
+    )
+    assert sorted(again.results) == sorted(expected)
+    db = tmp_path / "autograder" / "gradebook.db"
+    assert len(rows(db, "select student_id from submitted_assignment")) == len(expected)
+
+
+def test_a_killed_worker_loses_no_grade_and_grades_none_twice(tmp_path, client):
+    course = make_course(tmp_path)
+    log = tmp_path / "starts.log"
+    blank = grading.submission(ASSIGNMENT, {})
+    blank.metadata["stand_in_sleep"] = 1.5
+    blank.metadata["stand_in_log"] = str(log)
+    students = [f"s{i}" for i in range(6)]
+    for student in students:
+        hand_in(tmp_path, student, blank)
+    killed, done = [], set()
+
+    def kill_a_busy_worker(result, dask):
+        """After the first result, kill the worker that started a task last (it is mid-task)."""
+        done.add(result["student"])
+        if killed:
+            return
+        time.sleep(0.3)  # the freed worker starts its next task
+        starts = [line.split()[1:] for line in log.read_text().splitlines()]
+        running = [(student, int(pid)) for student, pid in starts if student not in done]
+        student, pid = running[-1]
+        os.kill(pid, signal.SIGKILL)
+        killed.append(student)
+
+    summary = classgrader.grade_assignment(
+        course,
+        ASSIGNMENT,
+        client=client,
+        grade_function=stand_in,
+        progress=False,
+        feedback=False,
+        on_result=kill_a_busy_worker,
+    )
+    assert killed
+    assert sorted(summary.results) == students and summary.failed == {}
+    starts = [line.split()[1] for line in log.read_text().splitlines()]
+    assert starts.count(killed[0]) >= 2  # the task of the killed worker ran again
+    db = tmp_path / "autograder" / "gradebook.db"
+    assert rows(db, "select student_id from submitted_assignment") == [(s,) for s in students]
+    assert rows(db, "select student from autograder_results") == [(s,) for s in students]
+    n_tests = len(source_points())
+    assert rows(db, "select count(*) from grade") == [(n_tests * len(students),)]
+
+
+def gradebook_rows(db: Path, students: list[str]) -> dict:
+    """What a gradebook holds for each student of the assignment, read through nbgrader's API."""
+    from nbgrader.api import Gradebook
+
+    out = {}
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for student in students:
+            sub = gb.find_submission(ASSIGNMENT, student)
+            nb = gb.find_submission_notebook("ngrams", ASSIGNMENT, student)
+            out[student] = {
+                "timestamp": sub.timestamp,
+                "score": nb.score,
+                "flagged": nb.flagged,
+                "late_submission_penalty": nb.late_submission_penalty,
+                "grades": sorted(
+                    (g.name, g.auto_score, g.manual_score, g.needs_manual_grade) for g in nb.grades
+                ),
+                "comments": sorted((c.name, c.auto_comment) for c in nb.comments),
+            }
+    return out
+
+
+def test_the_gradebook_holds_what_nbgrader_autograde_writes(tmp_path, client):
+    """The same class graded by ``nbgrader autograde`` and by the class grader: the same rows."""
+    code = grading.solution_code(ASSIGNMENT)
+    first = next(iter(code))
+    class_ = {
+        "ana": grading.submission(ASSIGNMENT, code),
+        "ben": grading.submission(ASSIGNMENT, {first: code[first]}),
+        "cleo": grading.submission(ASSIGNMENT, {}),
+    }
+    stamp = "2026-01-10 12:00:00.000000 UTC"
+    for root in (tmp_path / "nbgrader", tmp_path / "ours"):
+        make_course(root)
+        for student, nb in class_.items():
+            hand_in(root, student, nb, stamp=stamp if student == "ana" else "")
+    grading.run_nbgrader("generate_assignment", ASSIGNMENT, "--force", root=tmp_path / "nbgrader")
+    # nbgrader's generate_assignment rewrites the release folder of its root, which is tmp_path
+    grading.run_nbgrader("autograde", ASSIGNMENT, root=tmp_path / "nbgrader")
+    course = classgrader.load_course(tmp_path / "ours" / "autograder")
+    classgrader.grade_assignment(
+        course, ASSIGNMENT, client=client, grade_function=stand_in, progress=False, feedback=False
+    )
+    theirs = gradebook_rows(tmp_path / "nbgrader" / "autograder" / "gradebook.db", list(class_))
+    ours = gradebook_rows(tmp_path / "ours" / "autograder" / "gradebook.db", list(class_))
+    assert ours == theirs
+    assert theirs["ana"]["score"] == sum(source_points().values())  # the run was a real one
+
+
+def test_a_result_is_recorded_whole_or_not_at_all(tmp_path):
+    """A result the gradebook refuses halfway leaves no trace: no student, no submission, no row
+    of the grader's table (so a coordinator stopped mid-write loses only that result)."""
+    from autograder import gradebook_writer
+
+    course = make_course(tmp_path)
+    assignment = classgrader.prepare_assignment(course, ASSIGNMENT)
+    good = stand_in(
+        nbformat.writes(grading.submission(ASSIGNMENT, {})).encode(),
+        "ngrams.ipynb",
+        assignment.source,
+        assignment=ASSIGNMENT,
+        student="ana",
+        limits={},
+        expected_name="ngrams.ipynb",
+    )
+    bad = json.loads(json.dumps(good))
+    bad["parts"][-1]["points"] = "many"  # fails after the student and the submission were added
+    gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
+    try:
+        with pytest.raises(ValueError):
+            gradebook_writer.record(
+                gb,
+                bad,
+                notebook_id="ngrams",
+                timestamp=None,
+                unanswered=set(),
+                config=course.config,
+            )
+    finally:
+        gb.close()
+    db = tmp_path / "autograder" / "gradebook.db"
+    assert rows(db, "select id from student") == []
+    assert rows(db, "select id from submitted_assignment") == []
+    assert rows(db, "select student from autograder_results") == []
+
+
+def test_the_command_says_what_is_wrong(tmp_path):
+    import subprocess
+
+    make_course(tmp_path)
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "autograder", "grade", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+
+    out = run(ASSIGNMENT, "--course", str(tmp_path / "autograder"), "--call-seconds", "0")
+    assert out.returncode == 2 and "limits must be positive: --call-seconds 0" in out.stderr
+    out = run("99-none", "--course", str(tmp_path / "autograder"), "--workers", "1")
+    assert out.returncode != 0 and "assignment '99-none': no notebook in" in out.stderr
+    out = run(ASSIGNMENT, "--course", str(tmp_path))
+    assert out.returncode != 0 and "no nbgrader_config.py in" in out.stderr
