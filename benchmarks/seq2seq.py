@@ -12,7 +12,8 @@
    function: MultiheadAttention adds query/key/value/output projections and scales by
    ``1/sqrt(D)``, and its backward encoder direction reads padding first.
 
-Ratios are ours / peer's speed (higher is better for ours). Uses 2 threads, or
+Ratios are ours / peer's speed (higher is better for ours), in wall-clock time; the beam-search
+ratio is also given in CPU time, which a busy machine distorts less. Uses 2 threads, or
 ``BENCH_THREADS`` threads if that is set.
 Run:  .venv/bin/python benchmarks/seq2seq.py
 """
@@ -92,19 +93,20 @@ def main() -> None:
 
     words = list(test)[:BEAM_WORDS]
     x = s2s.pad_batch([src.encode(w) for w in words])  # (B, S)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     batched, _ = model.beam_search(x, BEAM, 30, 0.0)
-    t_batched = time.perf_counter() - start
-    start = time.perf_counter()
+    t_batched, c_batched = time.perf_counter() - start, time.process_time() - cpu
+    start, cpu = time.perf_counter(), time.process_time()
     looped = [
         s2s.beam_search_loop(model, x[b][x[b] > 0], BEAM, 30, 0.0)[0] for b in range(len(words))
     ]
-    t_loop = time.perf_counter() - start
+    t_loop, c_loop = time.perf_counter() - start, time.process_time() - cpu
     same = sum(a == b for a, b in zip(batched, looped, strict=True))
     print(f"\nbeam search, K = {BEAM}, {len(words)} test words, H = {H}")
     print(f"  batched            {len(words) / t_batched:9.1f} words/s")
     print(f"  per-hypothesis loop{len(words) / t_loop:9.1f} words/s")
     print(f"  ratio batched / loop {t_loop / t_batched:6.1f}x   same output: {same}/{len(words)}")
+    print(f"  ratio in CPU time    {c_loop / c_batched:6.1f}x   (all threads' CPU seconds)")
 
     batches = s2s.make_batches(pairs, BATCH, torch.Generator().manual_seed(1))
     torch.manual_seed(0)
