@@ -22,6 +22,9 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
    ``torch.nn.MultiheadAttention`` uses the opposite one). Forbidden scores are set to the
    dtype's most negative number before the softmax, so their weight is exactly 0; a query that
    may attend to nothing gets all-zero weights and a zero output instead of NaN.
+   :func:`scaled_dot_product_attention_fast` computes the same, written for speed (one
+   ``torch.baddbmm`` for the scaled, masked scores; a cached causal mask), and is what
+   :class:`MultiHeadAttention` uses; the tests hold all three equal.
 
 2. **Masks** (:func:`causal_mask`, :func:`padding_mask`): the look-ahead mask ``j <= i`` of a
    decoder and the padding mask that hides the padded keys of a batch; they combine with ``&``.
@@ -57,7 +60,12 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
 
 6. **Models**: :class:`Transformer` (encoder-decoder) and :class:`TransformerLM` (decoder-only,
    causal), whose :meth:`TransformerLM.generate` decodes greedily, by sampling with a
-   temperature, top-k, top-p (nucleus) or beam search, with or without a KV cache.
+   temperature, top-k, top-p (nucleus) or beam search, with or without a KV cache
+   (:class:`KVCache`, preallocated and written in place). A language model is trained by the
+   book's one training loop, :func:`nlpcourse.lm.train_lm` (``shuffle=True`` for windows in a
+   random order, ``warmup`` for the learning-rate warm-up of eq. (tf-warmup)), which uses the
+   model's own :meth:`TransformerLM.loss` (the adaptive softmax); its perplexity is
+   :func:`nlpcourse.lm.evaluate_perplexity` with a ``stride``.
 
 Deliberate departures, stated plainly:
 
@@ -75,7 +83,6 @@ Deliberate departures, stated plainly:
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import torch
@@ -83,7 +90,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlpcourse.guard import reference
-from nlpcourse.lm import EOS_ID, IGNORE_INDEX, perplexity_from_nll
+from nlpcourse.lm import IGNORE_INDEX
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
 POSITIONS = ("sinusoidal", "learned", "none")
@@ -179,6 +186,80 @@ def scaled_dot_product_attention_loop(
     return z, alpha
 
 
+_CAUSAL_BIAS: dict[tuple[int, int, torch.dtype, torch.device], Tensor] = {}
+
+
+def causal_bias(T_q: int, T_k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """The causal mask as an additive bias (T_q, T_k): 0 where query i may attend to key j,
+    the dtype's most negative number where it may not. The T_q queries are the *last* T_q of
+    the T_k positions (T_q < T_k when earlier keys come from a KV cache), so query i sees keys
+    ``j <= T_k - T_q + i``. Built once per shape and kept, as the fast path adds it every call."""
+    key = (T_q, T_k, dtype, device)
+    if key not in _CAUSAL_BIAS:
+        if T_q > T_k:
+            raise ValueError(f"a causal mask needs T_q <= T_k, got T_q = {T_q}, T_k = {T_k}")
+        queries = torch.arange(T_k - T_q, T_k, device=device)  # (T_q,): their positions
+        forbidden = torch.arange(T_k, device=device)[None, :] > queries[:, None]  # (T_q, T_k)
+        bias = torch.zeros(T_q, T_k, dtype=dtype, device=device)
+        _CAUSAL_BIAS[key] = bias.masked_fill_(forbidden, torch.finfo(dtype).min)
+    return _CAUSAL_BIAS[key]
+
+
+def scaled_dot_product_attention_fast(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False
+) -> tuple[Tensor, Tensor]:
+    """The same function as :func:`scaled_dot_product_attention`, written for speed; what
+    :class:`MultiHeadAttention` uses.
+
+    ``q`` (..., T_q, d_k), ``k`` (..., T_k, d_k), ``v`` (..., T_k, d_v) with the same leading
+    dimensions; ``mask`` boolean, broadcastable to (..., T_q, T_k), True = may attend; or
+    ``causal=True``, the look-ahead mask (the queries being the last T_q of the T_k positions),
+    taken from a cache instead of built each call. Returns the context vectors (..., T_q, d_v) and
+    the weights (..., T_q, T_k). What differs from the lesson version, and why it is faster:
+
+    * the leading dimensions are flattened into one batch ``N``, so every product is one
+      ``torch.bmm`` (no broadcasting, no copies of ``q``, ``k``, ``v`` when they are contiguous);
+    * eq. (tf-scores) is one ``torch.baddbmm``: the scale ``1/sqrt(d_k)`` and a 2-d mask, as an
+      additive bias (0 or the dtype's minimum; the causal one cached), are applied in the same
+      pass over the (N, T_q, T_k) scores, instead of a separate division and ``masked_fill``;
+      a mask with leading dimensions is applied by an in-place ``masked_fill_`` on the scores;
+    * the rows with no allowed key are looked for in the (T_q, T_k) mask, not in the scores.
+    """
+    _check_qkv(q, k, v)
+    lead, T_q, T_k = q.shape[:-2], q.shape[-2], k.shape[-2]
+    if k.shape[:-2] != lead or v.shape[:-2] != lead:
+        raise ValueError(
+            "the fast path needs q, k and v with the same leading dimensions, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    _check_mask(mask, T_q, T_k)
+    if causal and mask is not None:
+        raise ValueError("give either a mask or causal=True, not both")
+    d_k = q.shape[-1]
+    q3 = q.reshape(-1, T_q, d_k)  # (N, T_q, d_k), N = the product of the leading dimensions
+    k3 = k.reshape(-1, T_k, d_k)  # (N, T_k, d_k)
+    v3 = v.reshape(-1, T_k, v.shape[-1])  # (N, T_k, d_v)
+    scale = 1 / math.sqrt(d_k)
+    if causal and T_q > 1:
+        bias = causal_bias(T_q, T_k, q.dtype, q.device)  # (T_q, T_k)
+        omega = torch.baddbmm(bias, q3, k3.transpose(1, 2), alpha=scale)  # (N, T_q, T_k)
+    elif mask is not None and mask.ndim == 2:
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
+        bias.masked_fill_(~mask, torch.finfo(q.dtype).min)  # (T_q or 1, T_k)
+        omega = torch.baddbmm(bias, q3, k3.transpose(1, 2), alpha=scale)  # (N, T_q, T_k)
+    else:
+        omega = torch.bmm(q3, k3.transpose(1, 2)).mul_(scale)  # (N, T_q, T_k)
+        if mask is not None:
+            omega.view(*lead, T_q, T_k).masked_fill_(~mask, torch.finfo(q.dtype).min)
+    alpha = torch.softmax(omega, dim=-1)  # (tf-softmax)  (N, T_q, T_k)
+    if mask is not None:
+        empty = ~mask.any(dim=-1, keepdim=True)  # (..., T_q or 1, 1): queries with no key
+        if empty.any():
+            alpha = alpha.view(*lead, T_q, T_k).masked_fill(empty, 0.0).view(-1, T_q, T_k)
+    z = torch.bmm(alpha, v3)  # (tf-context)  (N, T_q, d_v)
+    return z.view(*lead, T_q, -1), alpha.view(*lead, T_q, T_k)
+
+
 @reference
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
     """The look-ahead mask (T, T): True on and below the diagonal (query i sees keys j <= i)."""
@@ -225,17 +306,56 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H, D/H) -> (B, T, D)
 
 
+class KVCache:
+    """The keys and values of the positions decoded so far, for one attention layer.
+
+    Buffers ``(B, H, T_max, D/H)`` are allocated once, at the first :meth:`append`, and each new
+    position's keys and values are written into them in place; :meth:`append` returns views of
+    the filled part, ``(B, H, length, D/H)``. (Concatenating the new keys to the old ones instead
+    would copy the whole cache at every step: O(T^2) copying for T steps.) :meth:`reorder` picks
+    the rows of surviving hypotheses in beam search.
+    """
+
+    def __init__(self, T_max: int):
+        if not isinstance(T_max, int) or T_max < 1:
+            raise ValueError(f"T_max must be a positive integer, got {T_max!r}")
+        self.T_max, self.length = T_max, 0
+        self.k: Tensor | None = None  # (B, H, T_max, D/H) once allocated
+        self.v: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write the new keys and values ``(B, H, T_new, D/H)`` after the cached ones; return all
+        of them, ``(B, H, length, D/H)`` each (views into the buffers)."""
+        B, H, T_new, Dh = k.shape
+        if self.k is None or self.v is None:
+            self.k = k.new_empty(B, H, self.T_max, Dh)  # (B, H, T_max, D/H)
+            self.v = v.new_empty(B, H, self.T_max, v.shape[-1])
+        end = self.length + T_new
+        if end > self.T_max:
+            raise ValueError(f"the KV cache holds {self.T_max} positions; {end} were asked for")
+        self.k[:, :, self.length : end] = k  # in place: nothing before `length` is copied
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]  # (B, H, length, D/H) each
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep the cached rows ``rows`` (B',) in that order (beam search: the parents)."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = self.k[rows], self.v[rows]  # (B', H, T_max, D/H)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, eqs. (tf-head) and (tf-mha), batch-first.
 
-    ``forward(x_q, x_kv=None, mask=None, cache=None)``: ``x_q`` (B, T_q, D); ``x_kv``
-    (B, T_k, D), the keys' and values' source (``x_q`` itself for self-attention); ``mask``
-    boolean, broadcastable to (B, H, T_q, T_k), True = may attend. Returns the output
-    (B, T_q, D) and the attention weights (B, H, T_q, T_k).
+    ``forward(x_q, x_kv=None, mask=None, cache=None, causal=False)``: ``x_q`` (B, T_q, D);
+    ``x_kv`` (B, T_k, D), the keys' and values' source (``x_q`` itself for self-attention);
+    ``mask`` boolean, broadcastable to (B, H, T_q, T_k), True = may attend, or ``causal=True`` for
+    the look-ahead mask without building one. Returns the output (B, T_q, D) and the attention
+    weights (B, H, T_q, T_k). The attention itself is :func:`scaled_dot_product_attention_fast`.
 
-    ``cache``: a dict for incremental decoding in self-attention. If given, the keys and values of
-    the new positions are appended to ``cache["k"]``/``cache["v"]`` (B, H, T_past, D/H) and the
-    queries attend to all of them: the KV cache.
+    ``cache``: a :class:`KVCache` for incremental decoding in self-attention. If given, the keys
+    and values of the new positions are written into it after the earlier ones
+    (B, H, T_past, D/H) and the queries attend to all of them.
     """
 
     def __init__(self, D: int, H: int, bias: bool = True, dropout: float = 0.0):
@@ -254,7 +374,8 @@ class MultiHeadAttention(nn.Module):
         x_q: Tensor,
         x_kv: Tensor | None = None,
         mask: Tensor | None = None,
-        cache: dict[str, Tensor] | None = None,
+        cache: KVCache | None = None,
+        causal: bool = False,
     ) -> tuple[Tensor, Tensor]:
         if x_q.ndim != 3 or x_q.shape[-1] != self.D:
             raise ValueError(f"x_q must be (B, T, D={self.D}), got {tuple(x_q.shape)}")
@@ -263,11 +384,8 @@ class MultiHeadAttention(nn.Module):
         k = split_heads(self.W_k(x_kv), self.H)  # (B, H, T_k, D/H)
         v = split_heads(self.W_v(x_kv), self.H)  # (B, H, T_k, D/H)
         if cache is not None:
-            if "k" in cache:
-                k = torch.cat([cache["k"], k], dim=2)  # (B, H, T_past + T_k, D/H)
-                v = torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
-        z, alpha = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T_q, D/H), (B,H,T_q,T_k)
+            k, v = cache.append(k, v)  # (B, H, T_past + T_k, D/H) each
+        z, alpha = scaled_dot_product_attention_fast(q, k, v, mask, causal)  # (B, H, T_q, D/H)
         out = self.W_o(merge_heads(z))  # (B, T_q, D)
         return F.dropout(out, self.dropout, self.training), alpha
 
@@ -338,6 +456,12 @@ class LayerNorm(nn.Module):
         self.D, self.eps = D, eps
         self.weight = nn.Parameter(torch.ones(D))  # gamma
         self.bias = nn.Parameter(torch.zeros(D))  # beta
+
+    def reset_parameters(self) -> None:
+        """gamma = 1, beta = 0: the identity after normalising (as ``torch.nn.LayerNorm``)."""
+        with torch.no_grad():
+            self.weight.fill_(1.0)
+            self.bias.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.D:
@@ -412,7 +536,9 @@ class EncoderLayer(nn.Module):
     ``norm_first=False``: post-LN, eq. (tf-post-ln), as in Vaswani et al. (2017);
     ``norm_first=True``: pre-LN, eq. (tf-pre-ln). The same function as
     ``torch.nn.TransformerEncoderLayer(D, H, D_ff, dropout, batch_first=True, norm_first=...)``
-    with its weights copied (:func:`copy_from_torch_layer`). ``mask``: True = may attend.
+    with its weights copied (:func:`copy_from_torch_layer`). ``mask``: True = may attend;
+    ``causal=True``: the look-ahead mask (a decoder-only model's block); ``cache``: a
+    :class:`KVCache` for decoding.
     """
 
     def __init__(self, D: int, H: int, D_ff: int, dropout: float = 0.0, norm_first: bool = False):
@@ -422,18 +548,24 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = LayerNorm(D), LayerNorm(D)
         self.dropout, self.norm_first = dropout, norm_first
 
-    def _sa(self, x: Tensor, mask: Tensor | None, cache: dict | None) -> Tensor:
-        out, self.attn_weights = self.self_attn(x, mask=mask, cache=cache)  # (B, T, D)
-        return F.dropout(out, self.dropout, self.training)
+    def _sa(self, x: Tensor, mask: Tensor | None, cache: KVCache | None, causal: bool) -> Tensor:
+        out, self.attn_weights = self.self_attn(x, mask=mask, cache=cache, causal=causal)
+        return F.dropout(out, self.dropout, self.training)  # (B, T, D)
 
     def _ff(self, x: Tensor) -> Tensor:
         return F.dropout(self.ff(x), self.dropout, self.training)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, cache: dict | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        causal: bool = False,
+    ) -> Tensor:
         if self.norm_first:  # (tf-pre-ln)
-            x = x + self._sa(self.norm1(x), mask, cache)
+            x = x + self._sa(self.norm1(x), mask, cache, causal)
             return x + self._ff(self.norm2(x))
-        x = self.norm1(x + self._sa(x, mask, cache))  # (tf-post-ln)
+        x = self.norm1(x + self._sa(x, mask, cache, causal))  # (tf-post-ln)
         return self.norm2(x + self._ff(x))
 
 
@@ -609,6 +741,7 @@ class TransformerLM(nn.Module):
         if tie_weights and cutoffs:
             raise ValueError("tie_weights and an adaptive softmax (cutoffs) cannot be combined")
         self.V, self.D, self.max_len, self.norm_first = V, D, max_len, norm_first
+        self.vocab_size = V  # the name nlpcourse.lm's training loop reads
         self.embedding = nn.Embedding(V, D)
         self.positions = PositionalEncoding(D, max_len, positions)
         self.blocks = nn.ModuleList(
@@ -625,26 +758,24 @@ class TransformerLM(nn.Module):
             if tie_weights:
                 self.output.weight = self.embedding.weight
 
-    def hidden(self, ids: Tensor, caches: list[dict] | None = None, offset: int = 0) -> Tensor:
+    def hidden(self, ids: Tensor, caches: list[KVCache] | None = None, offset: int = 0) -> Tensor:
         """``ids`` (B, T) -> the last block's (normalised) states (B, T, D).
 
-        With ``caches`` (one dict per block), ``ids`` are the new tokens at positions
-        ``offset .. offset+T-1`` and the blocks attend to the cached earlier keys and values too.
+        With ``caches`` (one :class:`KVCache` per block, holding ``offset`` positions), ``ids`` are
+        the new tokens at positions ``offset .. offset+T-1`` and the blocks attend to the cached
+        earlier keys and values too.
         """
         if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.dtype != torch.long:
             got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"ids must be a (B, T) tensor of word ids (torch.long), got {got}")
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.V):
             raise ValueError(f"ids must be in [0, V) = [0, {self.V})")
-        T = ids.shape[1]
+        if caches is not None and any(cache.length != offset for cache in caches):
+            raise ValueError(f"the caches must hold the {offset} positions before the new tokens")
         x = self.positions(self.embedding(ids), offset)  # (B, T, D)
         x = F.dropout(x, self.dropout, self.training)
-        # the rows offset..offset+T-1 of the causal mask, built without the O((offset+T)^2) rest
-        keys = torch.arange(offset + T, device=ids.device)  # (offset+T,)
-        queries = torch.arange(offset, offset + T, device=ids.device)  # (T,)
-        mask = keys[None, :] <= queries[:, None]  # (T, offset+T)
-        for i, block in enumerate(self.blocks):
-            x = block(x, mask, None if caches is None else caches[i])
+        for i, block in enumerate(self.blocks):  # causal: the T queries see keys up to their own
+            x = block(x, cache=None if caches is None else caches[i], causal=True)
         return self.final_norm(x)
 
     def log_probs(self, h: Tensor) -> Tensor:
@@ -720,7 +851,7 @@ class TransformerLM(nn.Module):
         finally:
             self.train(was_training)
 
-    def _next_log_probs(self, ids: Tensor, caches: list[dict] | None, new: int) -> Tensor:
+    def _next_log_probs(self, ids: Tensor, caches: list[KVCache] | None, new: int) -> Tensor:
         """Log-probabilities of the word after ``ids`` (B, T) (B, V); with caches, only the last
         ``new`` tokens are fed."""
         if caches is None:
@@ -730,7 +861,7 @@ class TransformerLM(nn.Module):
         return self.log_probs(h[:, -1])  # (B, V)
 
     def _sample(self, ids, max_new_tokens, strategy, temperature, k, p, kv_cache, generator):
-        caches: list[dict] | None = [{} for _ in self.blocks] if kv_cache else None
+        caches = [KVCache(self.max_len) for _ in self.blocks] if kv_cache else None
         new = ids.shape[1]  # the first step feeds the whole prompt
         for _ in range(max_new_tokens):
             logp = self._next_log_probs(ids, caches, new)[0] / temperature  # (V,)
@@ -753,7 +884,7 @@ class TransformerLM(nn.Module):
         return ids[0].tolist()
 
     def _beam(self, ids, max_new_tokens, beam_size, kv_cache):
-        caches: list[dict] | None = [{} for _ in self.blocks] if kv_cache else None
+        caches = [KVCache(self.max_len) for _ in self.blocks] if kv_cache else None
         beams, scores, new = ids, torch.zeros(1), ids.shape[1]  # (n, T), (n,)
         for _ in range(max_new_tokens):
             logp = self._next_log_probs(beams, caches, new)  # (n, V)
@@ -763,7 +894,7 @@ class TransformerLM(nn.Module):
             beams = torch.cat([beams[parent], word[:, None]], dim=1)  # (n', T+1)
             if caches is not None:
                 for cache in caches:  # each surviving hypothesis keeps its parent's keys/values
-                    cache["k"], cache["v"] = cache["k"][parent], cache["v"][parent]
+                    cache.reorder(parent)
             new = 1
         return beams[0].tolist()
 
@@ -782,177 +913,3 @@ def describe(model: TransformerLM) -> dict[str, Any]:
         "heads": model.blocks[0].self_attn.H if len(model.blocks) else 0,
         "parameters": count_parameters(model),
     }
-
-
-# ================================================================ 6. training the language model
-
-
-def lm_stream(sentences_ids: list[list[int]], eos_id: int = EOS_ID) -> Tensor:
-    """The corpus as one stream ``</s> s_1 </s> s_2 </s> ...`` (N+1,), the convention of
-    :mod:`nlpcourse.lm` (chapters 1 and 4):
-    the first ``</s>`` stands for ``<s>`` and is context only; every word and every sentence's
-    ``</s>`` is predicted once (N predictions)."""
-    stream = [eos_id]
-    for s in sentences_ids:
-        stream.extend(s)
-        stream.append(eos_id)
-    if len(stream) == 1:
-        raise ValueError("lm_stream() got no sentences")
-    return torch.tensor(stream, dtype=torch.long)
-
-
-def lm_windows(stream: Tensor, T: int) -> tuple[Tensor, Tensor]:
-    """Cut a stream into non-overlapping training windows: inputs and targets (n, T), where
-    ``targets[i, t]`` is the word after ``inputs[i, t]``. The last partial window is dropped."""
-    n = (len(stream) - 1) // T
-    if n < 1:
-        raise ValueError(
-            f"the stream ({len(stream)} tokens) is shorter than one window T+1={T + 1}"
-        )
-    inputs = stream[: n * T].view(n, T)  # (n, T)
-    targets = stream[1 : n * T + 1].view(n, T)  # (n, T)
-    return inputs, targets
-
-
-@torch.no_grad()
-def evaluate_lm(
-    model: TransformerLM,
-    sentences_ids: list[list[int]],
-    T: int | None = None,
-    stride: int | None = None,
-    batch_size: int = 32,
-) -> float:
-    """Perplexity ``exp(-(1/N) sum_i log P(w_i | w_<i))`` of ``model`` on sentences of ids.
-
-    The stream (:func:`lm_stream`) is read in windows of ``T`` tokens (default the model's
-    ``max_len``) starting every ``stride`` tokens (default ``T // 2``); each prediction is counted
-    once, in the first window where it is not among the first ``T - stride`` positions (except in
-    the first window), so every word after the first ``T - stride`` has at least that much
-    context. ``stride = T`` gives non-overlapping windows (faster, less context).
-    """
-    T = T or model.max_len
-    stride = stride or max(T // 2, 1)
-    if not 1 <= stride <= T:
-        raise ValueError(f"need 1 <= stride <= T, got stride = {stride}, T = {T}")
-    stream = lm_stream(sentences_ids)
-    N = len(stream) - 1
-    starts = list(range(0, max(N - T, 0) + 1, stride))
-    if starts[-1] + T < N:
-        starts.append(N - T if N > T else 0)
-    was_training = model.training
-    model.eval()
-    total, counted, done = 0.0, 0, 0  # done: predictions 0..done-1 have been counted
-    for b in range(0, len(starts), batch_size):
-        group = starts[b : b + batch_size]
-        width = min(T, N)
-        x = torch.stack([stream[s : s + width] for s in group])  # (b, T)
-        y = torch.stack([stream[s + 1 : s + width + 1] for s in group])  # (b, T)
-        for i, s in enumerate(group):  # predictions already counted are ignored
-            first_new = max(done - s, 0)
-            y[i, :first_new] = IGNORE_INDEX
-            done = s + width
-        nll, n = model.loss(x, y)
-        total += nll.item()
-        counted += n
-    model.train(was_training)
-    if counted != N:
-        raise RuntimeError(f"counted {counted} predictions instead of {N}")
-    return perplexity_from_nll(total, N)
-
-
-def warmup_lr(step: int, peak: float, warmup: int) -> float:
-    """The learning rate at ``step`` (from 1): linear warm-up to ``peak`` over ``warmup`` steps,
-    then decay as ``1/sqrt(step)`` (Vaswani et al. 2017, with the peak given directly)."""
-    return peak * min(step / warmup, math.sqrt(warmup / step))
-
-
-def train_lm(
-    model: TransformerLM,
-    train_ids: list[list[int]],
-    valid_ids: list[list[int]] | None,
-    steps: int,
-    T: int = 64,
-    batch_size: int = 32,
-    peak_lr: float = 2e-3,
-    warmup: int = 100,
-    clip: float = 1.0,
-    eval_every: int = 100,
-    seed: int = 0,
-    log: Any = None,
-    max_minutes: float | None = None,
-) -> dict[str, list[float]]:
-    """Train ``model`` with teacher forcing for ``steps`` updates; return the learning curve.
-
-    The training stream is cut into windows of ``T`` tokens (:func:`lm_windows`), shuffled each
-    pass with ``torch.manual_seed(seed)``; each update takes ``batch_size`` windows, minimises
-    the mean cross-entropy of all their predictions (every position predicts its next word, the
-    causal mask hiding the future), clips the gradient norm to ``clip`` and takes an Adam step with
-    the learning rate :func:`warmup_lr`. The parameters are re-drawn from ``seed`` first.
-
-    ``log(step, **values)``, if given, is called with ``train_loss`` after each of the first five
-    updates and at each evaluation (every ``eval_every`` and the last), then with ``valid_ppl``
-    (:func:`evaluate_lm` on ``valid_ids``; nan if ``valid_ids`` is None) too. ``max_minutes``
-    stops training early once that much wall-clock time has passed (for recorded runs on a busy
-    machine). Returns lists ``step``,
-    ``words`` (predictions trained on), ``seconds`` (training time, evaluation excluded),
-    ``train_loss`` (mean loss since the previous entry) and ``valid_ppl``.
-    """
-    for name, value in (("steps", steps), ("T", T), ("batch_size", batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if T > model.max_len:
-        raise ValueError(f"T = {T} exceeds the model's max_len = {model.max_len}")
-    torch.manual_seed(seed)
-    for module in model.modules():
-        reset = getattr(module, "reset_parameters", None)
-        if module is not model and callable(reset):
-            reset()
-    for module in model.modules():  # our LayerNorm: gamma 1, beta 0
-        if isinstance(module, LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-    inputs, targets = lm_windows(lm_stream(train_ids), T)  # (n, T) each
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=peak_lr)
-    history: dict[str, list[float]] = {k: [] for k in ("step", "words", "seconds", "train_loss")}
-    history["valid_ppl"] = []
-    order = torch.randperm(len(inputs), generator=generator)
-    position, words, seconds, interval_loss, interval_n = 0, 0, 0.0, 0.0, 0
-    start = time.perf_counter()
-    for step in range(1, steps + 1):
-        tic = time.perf_counter()
-        if position + batch_size > len(order):  # a new pass over the training windows
-            order, position = torch.randperm(len(inputs), generator=generator), 0
-        batch = order[position : position + batch_size]
-        position += batch_size
-        model.train()
-        nll, n = model.loss(inputs[batch], targets[batch])  # (b, T) each
-        loss = nll / n
-        for group in optimizer.param_groups:
-            group["lr"] = warmup_lr(step, peak_lr, warmup)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        words += n
-        interval_loss += nll.item()
-        interval_n += n
-        seconds += time.perf_counter() - tic
-        out_of_time = max_minutes is not None and time.perf_counter() - start > 60 * max_minutes
-        last = step == steps or out_of_time
-        if log is not None and step <= 5:
-            log(step, train_loss=loss.item())
-        if step % eval_every == 0 or last:
-            history["step"].append(step)
-            history["words"].append(words)
-            history["seconds"].append(seconds)
-            history["train_loss"].append(interval_loss / interval_n)
-            history["valid_ppl"].append(
-                math.nan if valid_ids is None else evaluate_lm(model, valid_ids, T)
-            )
-            if log is not None:
-                log(step, train_loss=history["train_loss"][-1], valid_ppl=history["valid_ppl"][-1])
-            interval_loss, interval_n = 0.0, 0
-        if out_of_time:
-            break
-    return history

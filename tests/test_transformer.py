@@ -10,9 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nlpcourse.lm import evaluate_perplexity, stream, train_lm
 from nlpcourse.transformer import (
     DecoderLayer,
     EncoderLayer,
+    KVCache,
     LayerNorm,
     MultiHeadAttention,
     Transformer,
@@ -20,18 +22,14 @@ from nlpcourse.transformer import (
     causal_mask,
     copy_from_torch_layer,
     copy_from_torch_mha,
-    evaluate_lm,
-    lm_stream,
-    lm_windows,
     merge_heads,
     multi_head_attention_bmm,
     padding_mask,
     scaled_dot_product_attention,
+    scaled_dot_product_attention_fast,
     scaled_dot_product_attention_loop,
     sinusoidal_encoding,
     split_heads,
-    train_lm,
-    warmup_lr,
 )
 
 TIGHT = {"atol": 1e-12, "rtol": 1e-10}
@@ -91,6 +89,75 @@ def test_loop_equals_vectorised_with_masks_and_an_empty_row():
         torch.testing.assert_close(a_loop, a_vec, **TIGHT)
     z, alpha = scaled_dot_product_attention(q, k, v, mask)
     assert not torch.isnan(z).any() and (z[2] == 0).all() and (alpha[2] == 0).all()
+
+
+def _fused(q, k, v, mask):  # torch's kernel; its rows with no allowed key are NaN, ours 0
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(0.0)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "2d", "padding", "per-head", "causal", "cached"])
+def test_fast_path_equals_torch_loop_and_lesson_version(mask_kind):
+    torch.manual_seed(3)
+    B, H, T_q, T_k = 2, 3, 5, 7
+    q1, k1, v1 = (torch.randn(B, H, T, 4, requires_grad=True) for T in (T_q, T_k, T_k))
+    q2, k2, v2 = (x.detach().clone().requires_grad_(True) for x in (q1, k1, v1))
+    causal = mask_kind in ("causal", "cached")
+    mask = {
+        "none": None,
+        "2d": torch.rand(T_q, T_k) < 0.5,  # with some rows that may attend to nothing
+        "padding": padding_mask(torch.tensor([7, 0]), T_k),  # (B, 1, 1, T_k); row b=1 empty
+        "per-head": torch.rand(B, H, T_q, T_k) < 0.5,
+        # the 5 queries are the last 5 of 7 positions (2 positions in a KV cache before them)
+        "causal": torch.arange(T_k)[None, :] <= torch.arange(T_k - T_q, T_k)[:, None],
+        "cached": None,
+    }[mask_kind]
+    oracle_mask = (
+        mask
+        if mask_kind != "cached"
+        else (torch.arange(T_k)[None, :] <= torch.arange(T_k - T_q, T_k)[:, None])
+    )
+    z, alpha = scaled_dot_product_attention_fast(q1, k1, v1, mask, causal=mask_kind == "cached")
+    expected = _fused(q2, k2, v2, oracle_mask)
+    torch.testing.assert_close(z, expected, **TIGHT)
+    z_lesson, alpha_lesson = scaled_dot_product_attention(q1, k1, v1, oracle_mask)
+    torch.testing.assert_close(alpha, alpha_lesson, **TIGHT)
+    z_loop, alpha_loop = scaled_dot_product_attention_loop(
+        q1[1, 2],
+        k1[1, 2],
+        v1[1, 2],
+        None if oracle_mask is None else oracle_mask.expand(B, H, T_q, T_k)[1, 2],
+    )
+    torch.testing.assert_close(z[1, 2], z_loop, **TIGHT)
+    torch.testing.assert_close(alpha[1, 2], alpha_loop, **TIGHT)
+    g = torch.randn_like(z)
+    (z * g).sum().backward()
+    (expected * g).sum().backward()
+    for ours, theirs in ((q1, q2), (k1, k2), (v1, v2)):
+        torch.testing.assert_close(ours.grad, theirs.grad, **TIGHT)
+    if causal:
+        assert z.shape == (B, H, T_q, 4)
+
+
+def test_fast_path_gradients_numerically():
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(1, 2, T, 3, requires_grad=True) for T in (4, 4, 4))
+    mask = torch.rand(4, 4) < 0.7
+    mask[:, 0] = True
+    for kwargs in ({"mask": mask}, {"causal": True}):
+        assert torch.autograd.gradcheck(
+            lambda q, k, v, kw=kwargs: scaled_dot_product_attention_fast(q, k, v, **kw)[0],
+            (q, k, v),
+        )
+
+
+def test_fast_path_rejects_bad_input():
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="same leading"):
+        scaled_dot_product_attention_fast(q, torch.randn(1, 3, 4), torch.randn(1, 3, 4))
+    with pytest.raises(ValueError, match="not both"):
+        scaled_dot_product_attention_fast(q, q, q, causal_mask(3), causal=True)
+    with pytest.raises(ValueError, match="T_q <= T_k"):
+        scaled_dot_product_attention_fast(q, q[:, :2], q[:, :2], causal=True)
 
 
 def test_seed_walkthrough_double_loop_equals_matrix_form():
@@ -211,9 +278,17 @@ def test_kv_cache_in_attention_equals_full_computation():
     ours, _ = pair()
     x = torch.randn(2, 5, 16)
     full, _ = ours(x, mask=causal_mask(5))
-    cache: dict = {}
+    cache = KVCache(5)
     steps = [ours(x[:, t : t + 1], cache=cache)[0] for t in range(5)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, **TIGHT)
+    assert cache.length == 5
+    with pytest.raises(ValueError, match="holds 5 positions"):
+        ours(x[:, :1], cache=cache)
+    # two new positions at once, after three cached ones, with the causal flag
+    cache = KVCache(8)
+    first = ours(x[:, :3], cache=cache, causal=True)[0]
+    then = ours(x[:, 3:], cache=cache, causal=True)[0]
+    torch.testing.assert_close(torch.cat([first, then], dim=1), full, **TIGHT)
 
 
 # =============================================================== LayerNorm, positions, the layers
@@ -381,14 +456,11 @@ def test_generate_rejects_bad_input():
         lm(torch.tensor([[9]]))
 
 
-def test_stream_windows_and_perplexity_by_brute_force():
+def test_windowed_perplexity_by_brute_force():
     sentences = [[2, 3], [4], [5, 6, 2, 3], [4, 4, 5]]
-    stream = lm_stream(sentences)
-    assert stream.tolist() == [0, 2, 3, 0, 4, 0, 5, 6, 2, 3, 0, 4, 4, 5, 0]
-    inputs, targets = lm_windows(stream, 4)
-    assert inputs.shape == (3, 4) and targets[0].tolist() == [2, 3, 0, 4]
+    ids = stream(sentences)
     lm = small_lm(max_len=6)
-    N = len(stream) - 1  # 14 predictions: every word and every </s>
+    N = len(ids) - 1  # 14 predictions: every word and every </s>
     for T, stride in [(6, 3), (6, 6), (6, 1), (4, 2)]:
         # brute force: prediction i is scored in the first window (starts 0, stride, 2 stride, ...,
         # and N - T) where it is not among the first T - stride positions (any in window 0)
@@ -397,32 +469,38 @@ def test_stream_windows_and_perplexity_by_brute_force():
         for i in range(N):
             s = next(s for s in starts if s <= i < s + T and (s == 0 or i - s >= T - stride))
             with torch.no_grad():
-                lp = lm(stream[s : s + T][None])[0]  # (T, V)
-            total -= float(lp[i - s, stream[i + 1]])
-        assert evaluate_lm(lm, sentences, T, stride) == pytest.approx(math.exp(total / N))
-
-
-def test_warmup_schedule_by_hand():
-    assert warmup_lr(1, 1e-3, 100) == pytest.approx(1e-5)
-    assert warmup_lr(100, 1e-3, 100) == pytest.approx(1e-3)
-    assert warmup_lr(400, 1e-3, 100) == pytest.approx(5e-4)
+                lp = lm(ids[s : s + T][None])[0]  # (T, V)
+            total -= float(lp[i - s, ids[i + 1]])
+        got = evaluate_perplexity(lm, sentences, batch_size=2, bptt=T, stride=stride)
+        assert got == pytest.approx(math.exp(total / N))
 
 
 def test_training_learns_a_deterministic_text():
     # a text where each word determines the next: a model that learns it has perplexity near 1
     sentences = [[2, 3, 4, 5, 6]] * 40
     lm = TransformerLM(7, D=16, H=2, n_layers=1, D_ff=32, max_len=12)
-    assert evaluate_lm(lm, sentences[:4]) > 2  # untrained
+    assert evaluate_perplexity(lm, sentences[:4], bptt=12, stride=6) > 2  # untrained
     history = train_lm(
         lm,
         sentences,
         sentences[:4],
         steps=60,
-        T=12,
         batch_size=8,
-        peak_lr=1e-2,
+        bptt=12,
+        lr=1e-2,
         warmup=10,
+        shuffle=True,
+        eval_stride=6,
         eval_every=60,
     )
     assert history["valid_ppl"][-1] < 1.1
     assert history["words"][-1] == 60 * 8 * 12
+
+
+def test_layer_norm_is_reset_by_training():
+    lm = small_lm()
+    with torch.no_grad():
+        lm.final_norm.weight.fill_(3.0)
+    train_lm(lm, [[1, 2, 3]] * 4, None, steps=1, batch_size=2, bptt=4, shuffle=True)
+    assert lm.final_norm.weight.tolist() != [3.0] * lm.D  # reset to 1, then one Adam step
+    assert lm.final_norm.weight.sub(1).abs().max() < 0.02
