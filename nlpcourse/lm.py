@@ -5,8 +5,10 @@ One copy of the conventions every language model of the book follows, so that th
 can be set side by side, and one training loop for every neural language model. The conventions
 are derived in chapter 1 (``book/ngrams.md``, sections "Sentence boundaries", "Unknown words" and
 "Perplexity"); the training devices in chapter 4 (``book/rnn.md``, "Recurrent language models on
-Brown"). Based on Jurafsky & Martin, *Speech and Language Processing* (3rd ed. draft), chapter 3,
-Bengio et al. (2003) for the vocabulary rule and Pascanu, Mikolov & Bengio (2013) for clipping.
+Brown") and chapter 6 (``book/transformer.md``, "Training and generation"). Based on Jurafsky &
+Martin, *Speech and Language Processing* (3rd ed. draft), chapter 3, Bengio et al. (2003) for the
+vocabulary rule, Pascanu, Mikolov & Bengio (2013) for clipping and Vaswani et al. (2017) for the
+warm-up.
 
 API (what a new chapter uses)
 -----------------------------
@@ -35,12 +37,17 @@ Neural language models
     the start); a model without state (a transformer) returns the logits alone. If the model has a
     ``reset_parameters()`` method, seeded training calls it (otherwise every submodule's).
 
-    :func:`batchify` ``(sentences_ids, B) -> (inputs, targets)``, each ``(B, L)``: the corpus as
-    one stream, cut into ``B`` rows read in parallel.
-    :func:`evaluate_perplexity` ``(model, sentences_ids, batch_size, bptt) -> float``.
-    :func:`train_lm` ``(model, train_ids, valid_ids, steps, ...) -> history``: teacher forcing,
-    segments of ``bptt`` positions (truncated BPTT for a recurrent model, the context window for
-    a transformer), gradient clipping, Adam; returns the learning curve, and logs it to a
+    :func:`stream` ``(sentences_ids) -> ids``: the corpus as one stream ``</s> s_1 </s> ...``.
+    :func:`batchify` ``(sentences_ids, B) -> (inputs, targets)``, each ``(B, L)``: the stream
+    cut into ``B`` rows read in parallel; :func:`windows` ``(sentences_ids, T)``: cut into
+    windows of ``T`` positions.
+    :func:`evaluate_perplexity` ``(model, sentences_ids, batch_size, bptt, stride=None) ->
+    float``: segments read in order (state carried), or overlapping windows (``stride``).
+    :func:`train_lm` ``(model, train_ids, valid_ids, steps, ...) -> history``, the one training
+    loop of chapters 4 and 6: teacher forcing, segments of ``bptt`` positions (truncated BPTT
+    for a recurrent model) or shuffled windows (``shuffle=True``, a transformer), the model's own
+    ``loss()`` if it has one (an adaptive softmax), gradient clipping, Adam at a fixed learning
+    rate or with warm-up (:func:`warmup_lr`); returns the learning curve, and logs it to a
     :class:`nlpcourse.records.Recorder` if one is given.
 
 Conventions, fixed for the whole book
@@ -186,8 +193,23 @@ class _Logger(Protocol):
     def log(self, step: int, **values: Any) -> None: ...
 
 
+def stream(sentences_ids: Sequence[Sequence[int]]) -> Any:
+    """The corpus as one stream ``</s> s_1 </s> s_2 </s> ...`` (N+1,) (torch.long): the first
+    ``</s>`` stands for ``<s>`` and is context only; every word and every sentence's ``</s>`` is
+    predicted once (N predictions)."""
+    import torch
+
+    ids = [EOS_ID]
+    for s in sentences_ids:
+        ids.extend(s)
+        ids.append(EOS_ID)
+    if len(ids) == 1:
+        raise ValueError("got no sentences: the stream would hold nothing to predict")
+    return torch.tensor(ids, dtype=torch.long)  # (N+1,)
+
+
 def batchify(sentences_ids: Sequence[Sequence[int]], batch_size: int) -> tuple[Any, Any]:
-    """The stream ``</s> s_1 </s> s_2 </s> ...`` cut into ``batch_size`` rows.
+    """The stream ``</s> s_1 </s> s_2 </s> ...`` (:func:`stream`) cut into ``batch_size`` rows.
 
     Returns ``inputs`` and ``targets``, both ``(B, L)`` with ``L = ceil(N / B)`` (torch.long): row
     b holds the b-th piece of the stream, read left to right, and ``targets[b, t]`` is the word
@@ -195,24 +217,41 @@ def batchify(sentences_ids: Sequence[Sequence[int]], batch_size: int) -> tuple[A
     once (N in all); the first ``</s>`` is only an input. The end of the last row is padded with
     targets ``IGNORE_INDEX``, which are not counted.
     """
-    import torch
     import torch.nn.functional as F
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
-    stream = [EOS_ID]
-    for s in sentences_ids:
-        stream.extend(s)
-        stream.append(EOS_ID)
-    stream = torch.tensor(stream, dtype=torch.long)  # (N+1,)
-    if len(stream) == 1:
-        raise ValueError("batchify() got no sentences")
-    inputs, targets = stream[:-1], stream[1:]  # (N,) each: targets[i] follows inputs[i]
+    ids = stream(sentences_ids)  # (N+1,)
+    inputs, targets = ids[:-1], ids[1:]  # (N,) each: targets[i] follows inputs[i]
     N, B = len(targets), batch_size
     L = -(-N // B)  # ceil(N / B)
     inputs = F.pad(inputs, (0, L * B - N), value=EOS_ID)  # (L*B,)
     targets = F.pad(targets, (0, L * B - N), value=IGNORE_INDEX)  # (L*B,)
     return inputs.view(B, L), targets.view(B, L)  # (B, L) each
+
+
+def windows(sentences_ids: Sequence[Sequence[int]], T: int) -> tuple[Any, Any]:
+    """The stream (:func:`stream`) cut into non-overlapping windows of ``T`` positions: inputs and
+    targets ``(n, T)``, ``targets[i, t]`` the word after ``inputs[i, t]``. The last partial
+    window is dropped. (What :func:`train_lm` shuffles with ``shuffle=True``.)"""
+    if T < 1:
+        raise ValueError(f"T must be >= 1, got {T!r}")
+    ids = stream(sentences_ids)  # (N+1,)
+    n = (len(ids) - 1) // T
+    if n < 1:
+        raise ValueError(f"the stream ({len(ids)} tokens) is shorter than one window T+1={T + 1}")
+    inputs = ids[: n * T].view(n, T)  # (n, T)
+    targets = ids[1 : n * T + 1].view(n, T)  # (n, T)
+    return inputs, targets
+
+
+def warmup_lr(step: int, peak: float, warmup: int) -> float:
+    """The learning rate at ``step`` (from 1), eq. (tf-warmup): a linear warm-up to ``peak`` over
+    ``warmup`` steps, then a decay as ``1/sqrt(step)`` (Vaswani et al. 2017, with the peak given
+    directly): ``peak * min(step / warmup, sqrt(warmup / step))``."""
+    if step < 1 or warmup < 1:
+        raise ValueError(f"need step >= 1 and warmup >= 1, got step = {step}, warmup = {warmup}")
+    return peak * min(step / warmup, math.sqrt(warmup / step))
 
 
 def _vocab_size(model: Any) -> int:
@@ -273,41 +312,105 @@ def _segment_nll(logits: Any, y: Any, reduction: str) -> Any:
     )
 
 
+def _nll(model: Any, x: Any, y: Any, state: Any) -> tuple[Any, int, Any]:
+    """Summed negative log-likelihood of the targets ``y`` (B, T) given ``x`` (B, T), the number
+    of counted targets, and the model's new state. A model with a ``loss(ids, targets) -> (nll,
+    n)`` method of its own (an adaptive softmax, say) computes it; otherwise the cross-entropy
+    of its logits."""
+    own_loss = getattr(model, "loss", None)
+    if callable(own_loss):
+        nll, n = own_loss(x, y)
+        return nll, n, None
+    logits, state = _run(model, x, state)  # (B, T, V)
+    return _segment_nll(logits, y, "sum"), int((y != IGNORE_INDEX).sum()), state
+
+
 def evaluate_perplexity(
-    model: Any, sentences_ids: Sequence[Sequence[int]], batch_size: int = 32, bptt: int = 35
+    model: Any,
+    sentences_ids: Sequence[Sequence[int]],
+    batch_size: int = 32,
+    bptt: int = 35,
+    stride: int | None = None,
 ) -> float:
     """Perplexity, eq. (lm-ppl), of ``model`` on sentences of word ids (without ``</s>``).
 
     ``N`` counts every word and each sentence's ``</s>``; the opening ``</s>`` (standing for
-    ``<s>``) is context only. The stream is read as ``batch_size`` pieces in parallel
-    (:func:`batchify`), each from a zero state, ``bptt`` positions at a time; a recurrent model's
-    state is carried from one segment to the next (``batch_size=1`` then reads the stream as one
-    unbroken sequence), a model without state sees each segment alone.
+    ``<s>``) is context only. Two ways to read the stream:
+
+    * ``stride=None``: as ``batch_size`` pieces in parallel (:func:`batchify`), each from a zero
+      state, ``bptt`` positions at a time; a recurrent model's state is carried from one segment
+      to the next (``batch_size=1`` then reads the stream as one unbroken sequence), a model
+      without state sees each segment alone.
+    * ``stride`` given (a model without state, such as a transformer): windows of ``bptt``
+      positions starting every ``stride`` positions, ``batch_size`` windows per forward pass;
+      each prediction is counted once, in the first window where it is not among the first
+      ``bptt - stride`` positions (any position of the first window), so every prediction after
+      the first window has at least ``bptt - stride`` words of context. ``stride = bptt`` gives
+      non-overlapping windows.
     """
     import torch
 
     _check_ids(model, sentences_ids, "sentences_ids")
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt!r}")
-    inputs, targets = batchify(sentences_ids, batch_size)  # (B, L) each
+    if stride is not None and not 1 <= stride <= bptt:
+        raise ValueError(f"need 1 <= stride <= bptt, got stride = {stride}, bptt = {bptt}")
     was_training = model.training
     model.eval()
-    total_nll, N, state = 0.0, 0, None
     with torch.no_grad():
-        for start in range(0, inputs.shape[1], bptt):
-            x = inputs[:, start : start + bptt]  # (B, T)
-            y = targets[:, start : start + bptt]  # (B, T)
-            logits, state = _run(model, x, state)  # (B, T, V)
-            total_nll += _segment_nll(logits, y, "sum").item()
-            N += int((y != IGNORE_INDEX).sum())
+        if stride is None:
+            total_nll, N = _segments_nll(model, sentences_ids, batch_size, bptt)
+        else:
+            total_nll, N = _windows_nll(model, sentences_ids, batch_size, bptt, stride)
     model.train(was_training)
     return perplexity_from_nll(total_nll, N)
+
+
+def _segments_nll(
+    model: Any, sentences_ids: Sequence[Sequence[int]], batch_size: int, bptt: int
+) -> tuple[float, int]:
+    inputs, targets = batchify(sentences_ids, batch_size)  # (B, L) each
+    total_nll, N, state = 0.0, 0, None
+    for start in range(0, inputs.shape[1], bptt):
+        x = inputs[:, start : start + bptt]  # (B, T)
+        y = targets[:, start : start + bptt]  # (B, T)
+        nll, n, state = _nll(model, x, y, state)
+        total_nll += nll.item()
+        N += n
+    return total_nll, N
+
+
+def _windows_nll(
+    model: Any, sentences_ids: Sequence[Sequence[int]], batch_size: int, T: int, stride: int
+) -> tuple[float, int]:
+    import torch
+
+    ids = stream(sentences_ids)  # (N+1,)
+    N = len(ids) - 1
+    starts = list(range(0, max(N - T, 0) + 1, stride))
+    if starts[-1] + T < N:
+        starts.append(N - T if N > T else 0)
+    width = min(T, N)
+    total, counted, done = 0.0, 0, 0  # done: predictions 0..done-1 have been counted
+    for b in range(0, len(starts), batch_size):
+        group = starts[b : b + batch_size]
+        x = torch.stack([ids[s : s + width] for s in group])  # (b, T)
+        y = torch.stack([ids[s + 1 : s + width + 1] for s in group])  # (b, T)
+        for i, s in enumerate(group):  # predictions already counted are not counted again
+            y[i, : max(done - s, 0)] = IGNORE_INDEX
+            done = s + width
+        nll, n, _ = _nll(model, x, y, None)
+        total += nll.item()
+        counted += n
+    if counted != N:
+        raise RuntimeError(f"counted {counted} predictions instead of {N}")
+    return total, N
 
 
 def train_lm(
     model: Any,
     train_ids: Sequence[Sequence[int]],
-    valid_ids: Sequence[Sequence[int]],
+    valid_ids: Sequence[Sequence[int]] | None,
     steps: int,
     batch_size: int = 32,
     bptt: int = 35,
@@ -317,29 +420,48 @@ def train_lm(
     seed: int | None = 0,
     recorder: _Logger | None = None,
     show_progress: bool = False,
+    *,
+    warmup: int = 0,
+    shuffle: bool = False,
+    eval_stride: int | None = None,
+    eval_at_start: bool = True,
+    log_first: int = 0,
+    max_minutes: float | None = None,
 ) -> dict[str, list[float]]:
-    """Train ``model`` for ``steps`` updates and return its learning curve.
+    """Train ``model`` for ``steps`` updates and return its learning curve. The one training loop
+    of the book's neural language models: chapter 4's recurrent ones and chapter 6's transformers.
 
     * Teacher forcing: the input at every position is the true previous word, never a sample.
-    * Segments: the training stream (:func:`batchify`, ``batch_size`` rows) is read ``bptt``
-      positions at a time. A recurrent model's state is carried from one segment to the next but
-      detached (truncated BPTT), so gradients flow back at most ``bptt`` steps; a model without
-      state sees each segment alone. After the end of the stream it starts again from a zero
-      state.
-    * Each update: mean cross-entropy of the segment's predictions, gradient norm clipped to
-      ``clip`` (Pascanu et al. 2013; ``torch.nn.utils.clip_grad_norm_``), one Adam step with
-      learning rate ``lr`` (1e-2 suits the short runs of chapter 4: a few hundred steps).
+    * Segments (``shuffle=False``): the training stream (:func:`batchify`, ``batch_size`` rows)
+      is read ``bptt`` positions at a time. A recurrent model's state is carried from one segment
+      to the next but detached (truncated BPTT), so gradients flow back at most ``bptt`` steps; a
+      model without state sees each segment alone. After the end of the stream it starts again
+      from a zero state.
+    * Windows (``shuffle=True``, for a model without state): the stream is cut into windows of
+      ``bptt`` positions (:func:`windows`), put in a random order (a ``torch.Generator`` seeded
+      with ``seed``) at each pass, and each update takes the next ``batch_size`` of them.
+    * Each update: the mean negative log-likelihood of the batch's predictions (the model's own
+      ``loss(ids, targets) -> (summed nll, n)`` if it has one, as an adaptive softmax does;
+      otherwise the cross-entropy of its logits), gradient norm clipped to ``clip`` (Pascanu et al.
+      2013; ``torch.nn.utils.clip_grad_norm_``), one Adam step with learning rate ``lr`` (1e-2 suits
+      the short runs of chapter 4: a few hundred steps), or, with ``warmup > 0``, the schedule
+      :func:`warmup_lr` peaking at ``lr`` after ``warmup`` steps (chapter 6).
     * ``seed``: when not None, ``torch.manual_seed(seed)`` and :func:`reset_parameters` first, so
       the same call gives the same curve (training itself has no other randomness unless the
-      model has dropout); with ``seed=None`` training continues from the current parameters.
+      model has dropout or ``shuffle``); with ``seed=None`` training continues from the current
+      parameters.
 
-    Returns lists, one entry per evaluation (after step 0, every ``eval_every`` steps, and after
-    the last): ``step``; ``words``, the number of predictions trained on so far; ``seconds`` of
-    training so far (evaluation not included); ``train_ppl``, the perplexity of the predictions
-    trained on since the previous entry (nan at step 0); ``valid_ppl``,
-    :func:`evaluate_perplexity` on ``valid_ids``. Each entry is also passed to
-    ``recorder.log(step, ...)`` (a :class:`nlpcourse.records.Recorder`) when one is given, and
-    ``show_progress`` draws a progress bar on stderr (for long recorded runs).
+    Returns lists, one entry per evaluation (after step 0 unless ``eval_at_start=False``, every
+    ``eval_every`` steps, and after the last): ``step``; ``words``, the number of predictions
+    trained on so far; ``seconds`` of training so far (evaluation not included); ``train_loss``
+    and ``train_ppl``, the mean negative log-likelihood of the predictions trained on since the
+    previous entry and its perplexity (nan at step 0); ``valid_ppl``, :func:`evaluate_perplexity`
+    on ``valid_ids`` (with ``stride=eval_stride``; nan if ``valid_ids`` is None). Each entry is
+    also passed to ``recorder.log(step, ...)`` (a :class:`nlpcourse.records.Recorder`) when one is
+    given, as is ``train_loss`` after each of the first ``log_first`` updates (so a recorded run's
+    first losses can be checked). ``show_progress`` draws a progress bar on stderr, and
+    ``max_minutes`` stops training early once that much wall-clock time has passed (both for long
+    recorded runs).
     """
     import torch
     from torch import nn
@@ -347,64 +469,94 @@ def train_lm(
     for name, value in (("steps", steps), ("bptt", bptt), ("eval_every", eval_every)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value!r}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup!r}")
     _check_ids(model, train_ids, "train_ids")
-    _check_ids(model, valid_ids, "valid_ids")
+    if valid_ids is not None:
+        _check_ids(model, valid_ids, "valid_ids")
     if seed is not None:
         torch.manual_seed(seed)
         reset_parameters(model)
-    inputs, targets = batchify(train_ids, batch_size)  # (B, L) each
+    if shuffle:
+        inputs, targets = windows(train_ids, bptt)  # (n, T) each
+        generator = torch.Generator().manual_seed(0 if seed is None else seed)
+        order = torch.randperm(len(inputs), generator=generator)
+    else:
+        inputs, targets = batchify(train_ids, batch_size)  # (B, L) each
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    history: dict[str, list[float]] = {
-        "step": [],
-        "words": [],
-        "seconds": [],
-        "train_ppl": [],
-        "valid_ppl": [],
-    }
+    keys = ("step", "words", "seconds", "train_loss", "train_ppl", "valid_ppl")
+    history: dict[str, list[float]] = {key: [] for key in keys}
     words, seconds, interval_nll, interval_words = 0, 0.0, 0.0, 0
 
     def record(step: int) -> None:
+        mean_nll = interval_nll / interval_words if interval_words else math.nan
         entry = {
             "step": step,
             "words": words,
             "seconds": seconds,
-            "train_ppl": (
-                perplexity_from_nll(interval_nll, interval_words) if interval_words else math.nan
+            "train_loss": mean_nll,
+            "train_ppl": math.exp(mean_nll),
+            "valid_ppl": (
+                math.nan
+                if valid_ids is None
+                else evaluate_perplexity(model, valid_ids, batch_size, bptt, eval_stride)
             ),
-            "valid_ppl": evaluate_perplexity(model, valid_ids, batch_size, bptt),
         }
         for key, value in entry.items():
             history[key].append(value)
         if recorder is not None:
             recorder.log(step, **{k: v for k, v in entry.items() if k != "step"})
 
-    record(0)
+    if eval_at_start:
+        record(0)
     updates: Iterable[int] = range(1, steps + 1)
     if show_progress:
         from nlpcourse.records import progress
 
         updates = progress(updates, total=steps, desc="training")
-    start, state = 0, None
+    start, position, state = 0, 0, None
+    wall_start = time.perf_counter()
     for step in updates:
         tic = time.perf_counter()
         model.train()
-        if start >= inputs.shape[1]:  # the end of the stream: start it again from a zero state
-            start, state = 0, None
-        x = inputs[:, start : start + bptt]  # (B, T)
-        y = targets[:, start : start + bptt]  # (B, T)
-        start += bptt
-        logits, state = _run(model, x, _detach(state))  # (B, T, V)
-        loss = _segment_nll(logits, y, "mean")  # mean over the counted targets
+        if shuffle:
+            if position + batch_size > len(order):  # a new pass over the windows
+                order, position = torch.randperm(len(inputs), generator=generator), 0
+            batch = order[position : position + batch_size]
+            position += batch_size
+            x, y = inputs[batch], targets[batch]  # (B, T) each
+        else:
+            if start >= inputs.shape[1]:  # the end of the stream: start again from a zero state
+                start, state = 0, None
+            x = inputs[:, start : start + bptt]  # (B, T)
+            y = targets[:, start : start + bptt]  # (B, T)
+            start += bptt
+        if callable(getattr(model, "loss", None)):
+            nll, n = model.loss(x, y)  # the model's own summed loss (B, T) -> scalar
+            loss = nll / n
+        else:
+            logits, state = _run(model, x, _detach(state))  # (B, T, V)
+            loss = _segment_nll(logits, y, "mean")  # mean over the counted targets
+            n = int((y != IGNORE_INDEX).sum())
+        if warmup:
+            for group in optimizer.param_groups:
+                group["lr"] = warmup_lr(step, lr, warmup)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
-        n = int((y != IGNORE_INDEX).sum())
         words += n
         interval_nll += loss.item() * n
         interval_words += n
         seconds += time.perf_counter() - tic
-        if step % eval_every == 0 or step == steps:
+        if recorder is not None and step <= log_first:
+            recorder.log(step, train_loss=loss.item())
+        out_of_time = (
+            max_minutes is not None and time.perf_counter() - wall_start > 60 * max_minutes
+        )
+        if step % eval_every == 0 or step == steps or out_of_time:
             record(step)
             interval_nll, interval_words = 0.0, 0
+        if out_of_time:
+            break
     return history

@@ -35,9 +35,9 @@ from typing import Any
 import torch
 
 from nlpcourse.data import brown_split
-from nlpcourse.lm import BENGIO_MIN_COUNT, build_vocab, encode
+from nlpcourse.lm import BENGIO_MIN_COUNT, build_vocab, encode, evaluate_perplexity, train_lm
 from nlpcourse.records import Recorder, load_record
-from nlpcourse.transformer import TransformerLM, evaluate_lm, train_lm
+from nlpcourse.transformer import TransformerLM
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "transformer": {
@@ -109,28 +109,9 @@ def run(kind: str, overrides: dict[str, Any] | None = None, name: str | None = N
     command = f"python -m nlpcourse.lm_runs {kind}"
     if overrides:
         command += f" --config '{json.dumps(overrides)}'"
-    rec = Recorder(name, command, config)
-
-    def log(step: int, **values: float) -> None:  # each evaluation: into the record and on screen
-        rec.log(step, **values)
-        _say(step, values)
-
-    history = train_lm(
-        model,
-        train_ids,
-        valid_ids[:: config["valid_every_nth"]],
-        steps=config["steps"],
-        T=config["T"],
-        batch_size=config["batch_size"],
-        peak_lr=config["peak_lr"],
-        warmup=config["warmup"],
-        clip=config["clip"],
-        eval_every=config["eval_every"],
-        seed=config["seed"],
-        log=log,
-        max_minutes=config["max_minutes"],
-    )
-    test_ppl = evaluate_lm(model, test_ids, config["T"])
+    rec = _Echo(Recorder(name, command, config))  # each point into the record and on screen
+    history = _train(model, config, train_ids, valid_ids[:: config["valid_every_nth"]], rec)
+    test_ppl = evaluate_perplexity(model, test_ids, bptt=config["T"], stride=config["T"] // 2)
     metrics: dict[str, Any] = {
         "test_ppl": test_ppl,
         "valid_sample_ppl": history["valid_ppl"][-1],
@@ -141,14 +122,53 @@ def run(kind: str, overrides: dict[str, Any] | None = None, name: str | None = N
         "V": len(vocab),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    path = rec.finish(**metrics)
+    path = rec.recorder.finish(**metrics)
     print(f"wrote {path}: test perplexity {test_ppl:.1f}", file=sys.stderr)
     return metrics
 
 
-def _say(step: int, values: dict[str, float]) -> None:
-    text = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
-    print(f"step {step}: {text}", file=sys.stderr, flush=True)
+def _train(
+    model: TransformerLM,
+    config: dict[str, Any],
+    train_ids: list[list[int]],
+    valid_ids: list[list[int]] | None,
+    recorder: Any,
+    steps: int | None = None,
+) -> dict[str, list[float]]:
+    """:func:`nlpcourse.lm.train_lm` with the recorded run's settings: windows of ``T`` words in a
+    random order, warm-up, the losses of the first 5 updates logged, no evaluation at step 0,
+    validation perplexity with windows overlapping by half."""
+    return train_lm(
+        model,
+        train_ids,
+        valid_ids,
+        steps=config["steps"] if steps is None else steps,
+        batch_size=config["batch_size"],
+        bptt=config["T"],
+        lr=config["peak_lr"],
+        clip=config["clip"],
+        eval_every=config["eval_every"] if steps is None else 10**9,
+        seed=config["seed"],
+        recorder=recorder,
+        warmup=config["warmup"],
+        shuffle=True,
+        eval_stride=config["T"] // 2,
+        eval_at_start=False,
+        log_first=5,
+        max_minutes=config["max_minutes"],
+    )
+
+
+class _Echo:
+    """A recorder that also prints each point it logs."""
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+
+    def log(self, step: int, **values: float) -> None:
+        self.recorder.log(step, **values)
+        text = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
+        print(f"step {step}: {text}", file=sys.stderr, flush=True)
 
 
 def first_losses(name: str, n_steps: int = 3) -> tuple[list[float], list[float]]:
@@ -163,20 +183,13 @@ def first_losses(name: str, n_steps: int = 3) -> tuple[list[float], list[float]]
     vocab, train_ids, _, _ = load_data()
     model = build_model(kind, config, len(vocab))
     again: list[float] = []
-    train_lm(
-        model,
-        train_ids,
-        None,
-        steps=n_steps,
-        T=config["T"],
-        batch_size=config["batch_size"],
-        peak_lr=config["peak_lr"],
-        warmup=config["warmup"],
-        clip=config["clip"],
-        eval_every=10**9,
-        seed=config["seed"],
-        log=lambda step, **values: again.append(values["train_loss"]) if step <= n_steps else None,
-    )
+
+    class Collect:
+        def log(self, step: int, **values: float) -> None:
+            if step <= n_steps:
+                again.append(values["train_loss"])
+
+    _train(model, config, train_ids, None, Collect(), steps=n_steps)
     return recorded[:n_steps], again[:n_steps]
 
 

@@ -94,6 +94,27 @@ def test_batchify_by_hand():
         lm.batchify([[1]], 0)
 
 
+def test_stream_and_windows_by_hand():
+    assert lm.stream([[2, 3], [4]]).tolist() == [0, 2, 3, 0, 4, 0]
+    inputs, targets = lm.windows([[2, 3], [4], [5, 6, 2, 3], [4, 4, 5]], 4)
+    # stream 0 2 3 0 4 0 5 6 2 3 0 4 4 5 0: three whole windows of 4 inputs, the rest dropped
+    assert inputs.tolist() == [[0, 2, 3, 0], [4, 0, 5, 6], [2, 3, 0, 4]]
+    assert targets.tolist() == [[2, 3, 0, 4], [0, 5, 6, 2], [3, 0, 4, 4]]
+    with pytest.raises(ValueError, match="shorter than one window"):
+        lm.windows([[2]], 4)
+    with pytest.raises(ValueError, match="no sentences"):
+        lm.stream([])
+
+
+def test_warmup_schedule_by_hand():
+    assert lm.warmup_lr(1, 1e-3, 100) == pytest.approx(1e-5)  # 1/100 of the peak
+    assert lm.warmup_lr(50, 1e-3, 100) == pytest.approx(5e-4)  # half way up
+    assert lm.warmup_lr(100, 1e-3, 100) == pytest.approx(1e-3)  # the peak
+    assert lm.warmup_lr(400, 1e-3, 100) == pytest.approx(5e-4)  # sqrt(100/400) = 1/2
+    with pytest.raises(ValueError, match="step >= 1"):
+        lm.warmup_lr(0, 1e-3, 100)
+
+
 def test_perplexity_from_nll_by_hand():
     # two predictions of probability 1/2 and 1/8: PPL = (1/2 * 1/8)^(-1/2) = 4
     assert lm.perplexity_from_nll(-math.log(1 / 2) - math.log(1 / 8), 2) == pytest.approx(4)
@@ -132,6 +153,98 @@ def test_stateless_model_perplexity_matches_a_loop(batch_size, bptt):
     expected = stream_perplexity_by_loop(model, sentences)
     got = lm.evaluate_perplexity(model, sentences, batch_size=batch_size, bptt=bptt)
     assert got == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("T, stride", [(1, 1), (4, 2), (6, 6), (50, 7)])
+def test_windowed_perplexity_of_a_bigram_table_matches_the_loop(T, stride):
+    # a bigram table's predictions do not depend on the context, so any way of cutting the
+    # stream into windows must give the loop's perplexity, if each prediction is counted once
+    torch.manual_seed(1)
+    model = BigramTable(6)
+    rng = random.Random(5)
+    sentences = [[rng.randint(1, 5) for _ in range(rng.randint(0, 6))] for _ in range(7)]
+    expected = stream_perplexity_by_loop(model, sentences)
+    got = lm.evaluate_perplexity(model, sentences, batch_size=3, bptt=T, stride=stride)
+    assert got == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match="stride"):
+        lm.evaluate_perplexity(model, sentences, bptt=T, stride=T + 1)
+
+
+class TableWithOwnLoss(BigramTable):
+    """A bigram table whose ``loss`` counts each target's nll twice: the training loop and the
+    perplexity must use it (as they use an adaptive softmax's) instead of the logits."""
+
+    def loss(self, ids, targets):
+        logp = torch.log_softmax(self.table(ids), dim=-1)  # (B, T, V)
+        keep = targets != lm.IGNORE_INDEX
+        picked = logp[keep].gather(1, targets[keep][:, None])  # (n, 1)
+        return -2 * picked.sum(), int(keep.sum())
+
+
+def test_a_models_own_loss_is_used():
+    torch.manual_seed(0)
+    model = TableWithOwnLoss(5)
+    sentences = [[1, 2, 3], [4, 2]]
+    plain = BigramTable(5)
+    plain.load_state_dict(model.state_dict())
+    once = stream_perplexity_by_loop(plain, sentences)
+    assert lm.evaluate_perplexity(model, sentences) == pytest.approx(once**2, rel=1e-5)
+    assert lm.evaluate_perplexity(model, sentences, bptt=3, stride=2) == pytest.approx(
+        once**2, rel=1e-5
+    )
+    history = lm.train_lm(model, sentences, None, steps=1, batch_size=1, bptt=50, seed=None)
+    assert history["train_loss"][-1] == pytest.approx(2 * math.log(once), rel=1e-5)
+    assert math.isnan(history["valid_ppl"][-1])
+
+
+def test_warmup_and_shuffled_windows():
+    """The learning rate follows the schedule, and shuffled windows are a seeded permutation of
+    the stream's windows that covers each once per pass."""
+    sentences = [[1, 2, 3], [3, 2], [1]] * 10  # stream of 1 + 9 * 10 = 91 tokens: 22 windows of 4
+    seen = []
+
+    class Spy(BigramTable):
+        def forward(self, ids):
+            seen.append(ids.clone())
+            return super().forward(ids)
+
+    model = Spy(4)
+    lrs = []
+    original_step = torch.optim.Adam.step
+
+    def spy_step(self, *args, **kwargs):
+        lrs.append(self.param_groups[0]["lr"])
+        return original_step(self, *args, **kwargs)
+
+    torch.optim.Adam.step = spy_step
+    try:
+        runs = [
+            lm.train_lm(
+                model,
+                sentences,
+                None,
+                steps=5,
+                batch_size=11,
+                bptt=4,
+                lr=0.1,
+                warmup=4,
+                shuffle=True,
+                eval_at_start=False,
+                eval_every=100,
+                seed=7,
+            )
+            for _ in range(2)
+        ]
+    finally:
+        torch.optim.Adam.step = original_step
+    assert lrs[:5] == pytest.approx([lm.warmup_lr(s, 0.1, 4) for s in range(1, 6)])
+    assert runs[0]["train_loss"] == runs[1]["train_loss"]
+    inputs, _ = lm.windows(sentences, 4)  # (22, 4)
+    first_pass = torch.cat(seen[:2])  # two batches of 11 windows: one whole pass
+    as_rows = sorted(map(tuple, first_pass.tolist()))
+    assert as_rows == sorted(map(tuple, inputs.tolist()))
+    assert first_pass.tolist() != inputs.tolist()  # shuffled (seed 7 does not draw the identity)
+    assert torch.equal(torch.cat(seen[:5]), torch.cat(seen[5:10]))  # the same seeded order
 
 
 def test_training_a_stateless_model_learns_the_bigrams():
@@ -173,7 +286,7 @@ def test_training_a_stateless_model_learns_the_bigrams():
     assert history["valid_ppl"][0] > 3  # untrained: near uniform over 4 words
     assert best <= history["valid_ppl"][-1] < best * 1.05
     assert [step for step, _ in calls] == [0, 20, 40, 60]
-    assert calls[0][1] == ["seconds", "train_ppl", "valid_ppl", "words"]
+    assert calls[0][1] == ["seconds", "train_loss", "train_ppl", "valid_ppl", "words"]
 
 
 def test_seeded_training_is_reproducible_and_logs_a_record(tmp_path):
