@@ -76,6 +76,9 @@ LIMIT_FLAGS = {  # command-line flag -> field of autograder.sandbox.Limits
     "notebook_seconds": float,
     "submission_mb": int,
 }
+# A busy machine (a class graded beside other work) may leave a worker unanswered for longer than
+# Dask's defaults (30 s) allow; a file of 50 MB or more takes a while to send.
+PATIENT = {"distributed.comm.timeouts.connect": "120s", "distributed.comm.timeouts.tcp": "600s"}
 ENAMES = {  # how a part that scored nothing shows in the autograded notebook and the feedback
     "failed": "CheckFailed",
     "error": "Error",
@@ -349,6 +352,7 @@ def grade_task(
 def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     """A client of the scheduler at ``scheduler``, or of a local cluster of ``workers`` processes
     (default: one per CPU core this process may use), each with one thread."""
+    import dask
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -357,6 +361,7 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
         return
     n = workers or len(os.sched_getaffinity(0))
     with (
+        dask.config.set(PATIENT),
         LocalCluster(
             n_workers=n,
             threads_per_worker=1,
@@ -634,20 +639,25 @@ def grade_assignment(
                 source = dask.scatter(assignment.source, broadcast=False)
                 futures = {}
                 for sub in remote:
-                    data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
-                    future = dask.submit(
-                        grade_task,
-                        data,
-                        sub.name,
-                        source,
-                        assignment.name,
-                        sub.student,
-                        dict(limits or {}),
-                        assignment.notebook,
-                        grade_function,
-                        key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
-                        pure=False,
-                    )
+                    try:
+                        data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
+                        future = dask.submit(
+                            grade_task,
+                            data,
+                            sub.name,
+                            source,
+                            assignment.name,
+                            sub.student,
+                            dict(limits or {}),
+                            assignment.notebook,
+                            grade_function,
+                            key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
+                            pure=False,
+                        )
+                    except Exception as error:  # the file could not be sent: the others go on
+                        summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
+                        bar.update(1)
+                        continue
                     futures[future.key] = (future, sub)
                 for future in as_completed([f for f, _ in futures.values()]):
                     sub = futures[future.key][1]
