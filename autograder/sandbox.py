@@ -580,6 +580,7 @@ class Worker:
 
     def __init__(self, program: list[dict], limits: Limits, view: Path, isolation: str):
         self.limits = limits
+        self.cells = program
         self.staging = Path(tempfile.mkdtemp(prefix="nlpcourse-sandbox-"))
         self.staging.chmod(0o755)
         shutil.copy(WORKER_SCRIPT, self.staging / "student_worker.py")
@@ -696,19 +697,24 @@ class Worker:
 
     # -- the program and calls
 
-    def run_cells(self, deadline_of: Callable[[], float]) -> tuple[dict[str, str], list, float]:
+    def run_cells(self, deadline_of: Callable[[bool], float]) -> tuple[dict[str, str], list, float]:
         """Run the program's cells; the names they defined, each cell's error (or None) and the
         cells' time (measured in the worker, without starting Python).
-        A cell that breaks a limit raises :class:`SandboxStop` with ``self.cell`` its index."""
+        A cell that breaks a limit raises :class:`SandboxStop` with ``self.cell`` its index.
+        ``deadline_of(trusted)``: starting Python and the course's setup cells (importing torch
+        on a busy machine) are not the student's doing and get the notebook's time left."""
         errors: list = []
-        self.cell = -1
+        self.cell, running = -1, False
         while True:
-            message = self.receive(deadline_of(), "a cell ran past its time limit")
+            trusted = self.cell < 0 or (running and self.cells[self.cell]["kind"] == "setup")
+            message = self.receive(deadline_of(trusted), "a cell ran past its time limit")
             if not isinstance(message, tuple) or not message:
                 raise SandboxStop("crashed", "the worker broke the protocol")
             if message[0] == "cell" and len(message) == 4 and isinstance(message[1], int):
                 _, index, what, error = message
-                self.cell = index
+                if not 0 <= index < len(self.cells):
+                    raise SandboxStop("crashed", "the worker broke the protocol")
+                self.cell, running = index, what == "start"
                 if what == "done":
                     errors.append(error)
                 continue
@@ -841,9 +847,11 @@ class _Grader:
         """Seconds of the notebook's time limit used so far."""
         return self.spent + (time.monotonic() - self._since if self._since is not None else 0.0)
 
-    def deadline(self) -> float:
-        left = self.limits.notebook_seconds - self.used()
-        return time.monotonic() + max(0.0, min(self.limits.call_seconds, left))
+    def deadline(self, trusted: bool = False) -> float:
+        """When the wait under way must end: ``call_seconds`` for a cell or call of the student's
+        (``trusted=False``), at most what is left of ``notebook_seconds``."""
+        left = max(0.0, self.limits.notebook_seconds - self.used())
+        return time.monotonic() + (left if trusted else min(self.limits.call_seconds, left))
 
     @contextlib.contextmanager
     def timed(self) -> Iterator[None]:
