@@ -30,16 +30,18 @@ back-off weight is the product of the ``gamma`` of the padded contexts it stands
 itself is listed with log10 probability -99 (it is never predicted), as toolkits do.
 
 Reading (:func:`read_arpa`) builds, per order, a hash table of integer keys in which an m-gram
-``u1 ... um`` is ``row of its suffix (u2 ... um) among the (m-1)-grams * |V| + u1`` (a reversed
-trie in arrays). Scoring a whole corpus is then one vectorised hash look-up per order for the
-longest listed n-gram ending at each word, and one per order for the back-off weights of its
-context.
+``u1 ... um`` is ``row of its suffix (u2 ... um) among the (m-1)-grams * (|V|+1) + u1`` (a
+reversed trie in arrays). :meth:`ArpaLM.log10_prob` applies eq. (ngram-backoff) as it reads, one
+n-gram at a time; :meth:`ArpaLM.log10_probs` scores a whole corpus with the same recursion, one
+vectorised hash look-up per order for all its positions at once (tested equal to the first).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -219,20 +221,25 @@ class ArpaLM:
     """A back-off language model read from an ARPA file, scored with arrays.
 
     The same scoring interface as :class:`~nlpcourse.ngram.NGramLM` (``prob``, ``logprob``,
-    ``perplexity``) plus :meth:`log10_probs`, the per-token log10 probabilities toolkits print.
-    A sentence starts after one ``<s>`` and ends with ``</s>``; a word not in the file's
-    vocabulary reads as ``<unk>`` (probability 0 if the file has no ``<unk>``).
+    ``perplexity``) plus :meth:`log10_probs`, the per-token log10 probabilities toolkits print,
+    and :meth:`log10_prob`, eq. (ngram-backoff) for one word as it reads. A sentence starts after
+    ``<s>`` and ends with ``</s>``; a word not in the file's vocabulary reads as ``<unk>``
+    (probability 0 if the file has no ``<unk>``).
 
-    Attributes: ``order``, ``vocab`` (every unigram, ``<s>`` included), ``index_``, and per order
-    m a hash table ``keys_[m]`` of the n-gram keys with ``log10_p_[m]`` and ``log10_b_[m]``
-    in the same rows.
+    Attributes: ``order``, ``vocab`` (every unigram, ``<s>`` included), ``index_`` (word to id),
+    ``base_ = |V| + 1``, and per order m a hash table ``keys_[m]`` of the m-gram keys, with
+    ``log10_p_[m]`` and ``log10_b_[m]`` in the same rows plus one last entry, read by row -1
+    (an n-gram that is not listed): log10 b = 0 (b = 1), and log10 p = -inf for the unigram of a
+    word outside the vocabulary, whose id is -1.
     """
 
     def __init__(self, order: int, vocab: list[str], levels: list[Level]):
         self.order = order
         self.vocab = vocab
         self.index_ = {w: i for i, w in enumerate(vocab)}
-        V = len(vocab)
+        # Keys are written in base |V|+1: the id -1 of an unknown word is the digit |V| in them,
+        # which no listed n-gram has, so an n-gram with an unknown word is never found.
+        self.base_ = len(vocab) + 1
         self.keys_: dict[int, pd.Index] = {}  # per order, a hash table of the n-gram keys
         self.log10_p_: dict[int, np.ndarray] = {}
         self.log10_b_: dict[int, np.ndarray] = {}
@@ -242,111 +249,132 @@ class ArpaLM:
                     raise ValueError("the unigrams must be numbered 0, 1, ... in file order")
                 keys = ids[:, 0]
             else:
-                suffix, found = self._find(ids[:, 1:])
-                if not found.all():
-                    g = ids[int(np.flatnonzero(~found)[0])]
+                suffix = self._rows(ids[:, 1:])
+                if (suffix < 0).any():
+                    g = ids[int(np.flatnonzero(suffix < 0)[0])]
                     raise ValueError(
                         f"the ARPA file lists the {m}-gram {' '.join(vocab[u] for u in g)!r} but "
                         f"not its suffix {' '.join(vocab[u] for u in g[1:])!r}; a back-off file "
                         "needs it (KenLM's lmplz and unpruned SRILM models always have it)"
                     )
-                keys = suffix * V + ids[:, 0]
+                keys = suffix * self.base_ + ids[:, 0]
             self.keys_[m] = pd.Index(keys)
             if not self.keys_[m].is_unique:
                 raise ValueError(f"the ARPA file lists some {m}-gram twice")
-            self.log10_p_[m] = np.asarray(logp, dtype=float)
-            self.log10_b_[m] = np.asarray(logb, dtype=float)
+            self.log10_p_[m] = np.append(np.asarray(logp, dtype=float), -np.inf)  # row -1
+            self.log10_b_[m] = np.append(np.asarray(logb, dtype=float), 0.0)  # row -1: b = 1
 
-    def _find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the m-grams ``ids`` (K, m) in order m's table, and whether each is listed."""
-        K, m = ids.shape
-        row = ids[:, -1].copy()  # a unigram's row is its word id
-        found = np.ones(K, dtype=bool)
-        for j in range(2, m + 1):
-            row, hit = self._extend(row, ids[:, m - j], j)
-            found &= hit
-        return row, found
+    # ---------------------------------------------------------------- one n-gram at a time
 
-    def _extend(self, row: np.ndarray, left: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """From the rows of (m-1)-grams, the rows of the m-grams with ``left`` in front of them
-        (a hash look-up of the key ``row * |V| + left``), and whether each is listed."""
-        i = self.keys_[m].get_indexer(row * len(self.vocab) + left)
-        return np.maximum(i, 0), i >= 0
+    def _row(self, ids: Sequence[int]) -> int:
+        """The row of the n-gram ``ids`` (first word first) in its order's table, or -1 if it is
+        not listed: start at the last word (a unigram's row is its id) and put the words before
+        it in front, one hash look-up per word (the key of ``u g`` is ``row(g) * base_ + u``)."""
+        row = ids[-1]
+        for j in range(2, len(ids) + 1):
+            key = row * self.base_ + ids[-j]
+            row = self.keys_[j].get_loc(key) if key in self.keys_[j] else -1
+        return int(row)
+
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """:meth:`_row` for many m-grams ``ids`` (K, m) at once: one look-up per order."""
+        row = ids[:, -1]  # (K,)
+        for j in range(2, ids.shape[1] + 1):  # a row -1 gives a negative key, never found
+            row = self.keys_[j].get_indexer(row * self.base_ + ids[:, -j])
+        return row
 
     def _encode(self, word: str) -> int:
         return self.index_.get(word, self.index_.get(UNK, -1))
 
-    def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """The corpus as one id stream, each sentence preceded by n-1 ``<s>`` and followed by
-        ``</s>``, and the positions of the predicted tokens in it (each word and each ``</s>``)."""
-        n, bos = self.order, self.index_[BOS]
-        lengths = np.array([len(s) + 1 for s in sentences], dtype=np.int64)  # words and </s>
-        ends = np.cumsum(lengths) - 1  # (S,) where each sentence's </s> goes among the tokens
-        unk = self.index_.get(UNK, -1)  # unknown words read as <unk> (-1: the file has none)
-        flat = list(itertools.chain.from_iterable(sentences))
-        words = np.fromiter(map(self.index_.get, flat, itertools.repeat(unk)), np.int64, len(flat))
-        tokens = np.full(int(lengths.sum()), self.index_[EOS], dtype=np.int64)  # (M,)
-        is_word = np.ones(len(tokens), dtype=bool)
-        is_word[ends] = False
-        tokens[is_word] = words
-        sentence = np.repeat(np.arange(len(sentences)), lengths)  # (M,) which sentence
-        t = np.arange(len(tokens)) + (n - 1) * (sentence + 1)  # (M,) position in the stream
-        stream = np.full(len(tokens) + (n - 1) * len(sentences), bos, dtype=np.int64)
-        stream[t] = tokens
-        return stream, t
-
-    def _log10_stream(self, stream: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """log10 P(stream[t] | the n-1 ids before it) for the positions ``t``, eq. (ngram-backoff).
-
-        For every position p, follow the longest listed n-gram ending at p leftwards, one hash
-        look-up per order: ``row[m][p]``, ``alive[m][p]`` (is the m-gram ending at p listed?).
-        The probability of the token at t is the listed one of its longest n-gram, times the
-        back-off weights of the contexts that are longer; the context of length j of the token at
-        t is the j-gram ending at t-1, whose row the same pass found at p = t-1.
-        """
+    def log10_prob(self, word: str, context: Sequence[str] = ()) -> float:
+        """log10 P(word | context) by eq. (ngram-backoff) as it reads, one n-gram at a time (the
+        readable twin of :meth:`log10_probs`, tested equal): the listed probability of ``h w``
+        if there is one, else ``log10 b(h)`` plus the same for the history shortened by its first
+        word. A context shorter than order-1 starts the sentence."""
         n = self.order
-        known = stream >= 0
-        row = {1: np.where(known, stream, 0)}  # a unigram's row is its word id
-        alive = {1: known}
-        for m in range(2, n + 1):
-            left = np.full(len(stream), -1, dtype=np.int64)  # the word m-1 places to the left
-            left[m - 1 :] = stream[: len(stream) - m + 1]
-            row[m], hit = self._extend(row[m - 1], np.maximum(left, 0), m)
-            alive[m] = alive[m - 1] & hit & (left >= 0)
-        best = self.log10_p_[1][row[1][t]]  # (M,)
-        longest = np.ones(len(t), dtype=np.int64)
-        for m in range(2, n + 1):
-            best = np.where(alive[m][t], self.log10_p_[m][row[m][t]], best)
-            longest = np.where(alive[m][t], m, longest)
-        for j in range(1, n):  # b(context of length j), for the contexts longer than the n-gram
-            used = alive[j][t - 1] & (j >= longest)
-            best = best + np.where(used, self.log10_b_[j][row[j][t - 1]], 0.0)
-        return np.where(known[t], best, -np.inf)
+        h = [self.index_[BOS]] * (n - 1) + [self._encode(u) for u in context]
+        return self._backoff(h[len(h) - (n - 1) :], self._encode(word))
 
-    def log10_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
-        """log10 P of every predicted token (each word and each sentence's ``</s>``), in order."""
-        if isinstance(sentences, str) or not isinstance(sentences, list):
-            sentences = check_sentences(sentences, "log10_probs")
-        if not all(type(s) is list for s in sentences):
-            sentences = check_sentences(sentences, "log10_probs")  # names what is wrong
-        stream, t = self._stream(sentences)
-        flat_types = set(map(type, itertools.chain.from_iterable(sentences)))
-        specials = np.isin(stream[t], [self.index_[BOS]]).any() or not flat_types <= {str}
-        if specials or (stream[t] == self.index_[EOS]).sum() != len(sentences):
-            check_sentences(sentences, "log10_probs")  # raises, saying which token is wrong
-        return self._log10_stream(stream, t)
+    def _backoff(self, h: list[int], w: int) -> float:
+        row = self._row(h + [w])
+        if row >= 0:  # h w is listed
+            return float(self.log10_p_[len(h) + 1][row])
+        if not h:  # every word of the vocabulary is a unigram: w is outside it
+            return -np.inf
+        b = self.log10_b_[len(h)][self._row(h)]  # row -1 (h not listed) reads log10 b = 0
+        return float(b) + self._backoff(h[1:], w)
 
     def prob(self, word: str, context: Sequence[str] = ()) -> float:
         """P(word | context); a context shorter than order-1 starts the sentence."""
-        n = self.order
-        ids = [self.index_[BOS]] * (n - 1) + [self._encode(u) for u in context]
-        stream = np.array(ids[len(ids) - n + 1 :] + [self._encode(word)], dtype=np.int64)
-        return float(10 ** self._log10_stream(stream, np.array([n - 1]))[0])
+        return float(10 ** self.log10_prob(word, context))
 
     def logprob(self, word: str, context: Sequence[str] = ()) -> float:
         """Natural log of :meth:`prob`."""
-        with np.errstate(divide="ignore"):
-            return float(np.log(self.prob(word, context)))
+        return float(self.log10_prob(word, context) * np.log(10))
+
+    # ---------------------------------------------------------------- a whole corpus at once
+
+    def _log10_stream(self, stream: np.ndarray) -> np.ndarray:
+        """log10 P(stream[p] | the n-1 ids before p) at every position p, eq. (ngram-backoff),
+        every position at once and one order at a time.
+
+        ``row[p]`` is the row of the m-gram ending at p (-1 if it is not listed) and ``logp[p]``
+        the log10 probability of the token at p under the file cut at order m. Going up one
+        order is eq. (ngram-backoff) itself: the token backs off to order m-1 with the weight of
+        its context (the (m-1)-gram ending at p-1), unless the m-gram ending at p is listed, and
+        then its probability is read. Only an m-gram whose suffix (the (m-1)-gram ending at p) is
+        listed can be listed, so from order 3 on only those positions are looked up.
+        """
+        M = len(stream)
+        row = stream  # (M,) a unigram's row is its word id (-1: unknown, the sentinel row)
+        logp = self.log10_p_[1][row]  # (M,) order 1
+        for m in range(2, self.order + 1):
+            ctx = row  # (M,) rows of the (m-1)-grams ending at each position
+            row = np.full(M, -1, dtype=np.int64)  # (M,) rows of the m-grams
+            if m == 2:  # nearly every unigram is listed: look every position up
+                row[1:] = self.keys_[2].get_indexer(ctx[1:] * self.base_ + stream[:-1])
+            else:
+                live = np.flatnonzero(ctx[m - 1 :] >= 0) + (m - 1)  # (L,) suffix listed
+                key = ctx[live] * self.base_ + stream[live - m + 1]  # (L,)
+                row[live] = self.keys_[m].get_indexer(key)
+            logp[1:] += self.log10_b_[m - 1][ctx[:-1]]  # back off (row -1 reads b = 1) ...
+            listed = np.flatnonzero(row >= 0)
+            logp[listed] = self.log10_p_[m][row[listed]]  # ... unless the m-gram is listed
+        return logp
+
+    def _stream(self, sentences: list[list[str]]) -> np.ndarray:
+        """The corpus as one id stream, each sentence preceded by n-1 ``<s>`` and followed by
+        ``</s>``. The words are looked up as ``[index_.get(w, unk) for w in sentence]`` would,
+        but over the whole corpus in one pass that runs in C (``map``).
+        Raises ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
+        n, bos, eos = self.order, self.index_[BOS], self.index_[EOS]
+        unk = self.index_.get(UNK, -1)  # unknown words read as <unk> (-1: the file has none)
+        flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # (W,) all the words
+        words = np.array(list(map(self.index_.get, flat, itertools.repeat(unk))), dtype=np.int64)
+        # Every vocabulary word is a string, so only a token read as unknown can be something else
+        unknown = map(flat.__getitem__, np.flatnonzero(words == unk).tolist())
+        if not set(map(type, unknown)) <= {str}:
+            raise TypeError("a token is not a string")
+        if ((words == bos) | (words == eos)).any():
+            raise ValueError("a sentence holds <s> or </s>")
+        lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
+        sentence = np.repeat(np.arange(len(sentences)), lengths)  # (W,) which sentence
+        at = np.arange(len(flat)) + n * sentence + (n - 1)  # (W,) each sentence adds n slots
+        stream = np.full(len(flat) + n * len(sentences), bos, dtype=np.int64)  # (M,)
+        stream[at] = words
+        stream[np.cumsum(lengths + n) - 1] = eos  # each sentence's </s>
+        return stream
+
+    def log10_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
+        """log10 P of every predicted token (each word and each sentence's ``</s>``), in order."""
+        if type(sentences) is not list or not all(type(s) is list for s in sentences):
+            sentences = check_sentences(sentences, "log10_probs")  # lists, or a clear error
+        try:
+            stream = self._stream(sentences)
+        except (TypeError, ValueError):  # check_sentences names the sentence and the token
+            check_sentences(sentences, "log10_probs")
+            raise
+        return self._log10_stream(stream)[stream != self.index_[BOS]]  # the predicted tokens
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
         """Perplexity with every word and each ``</s>`` counted, eq. (ngram-ppl)."""

@@ -8,6 +8,8 @@ read back; and KenLM, an independent C++ implementation of ARPA scoring, on the 
 import itertools
 import math
 import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -178,3 +180,106 @@ def test_kenlm_agrees_on_the_brown_test_split(tmp_path, order, min_count):
     # and our own reader gives the same as the model
     np.testing.assert_allclose(read_arpa(path).log10_probs(test), ours, atol=1e-7)
     assert math.isfinite(ken.sum())
+
+
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_vectorised_scoring_equals_the_readable_recursion(tmp_path, smoothing, order):
+    """log10_probs (all positions at once, one order at a time) against log10_prob (eq.
+    (ngram-backoff) one n-gram at a time), with unknown words and sentences of length 0 to 5."""
+    lm = read_arpa(NGramLM(order, smoothing, k=0.5).fit(TRAIN).to_arpa(tmp_path / "m.arpa"))
+    sentences = TEST + [[], ["zzz"], ["I", "am", "NLP", "I", "am"]]
+    loop = [lm.log10_prob(w, s[:i]) for s in sentences for i, w in enumerate(s + ["</s>"])]
+    np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
+
+
+def test_a_file_without_unk_gives_unknown_words_probability_zero(tmp_path):
+    path = tmp_path / "nounk.arpa"
+    path.write_text(
+        "\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n-99\t<s>\t-0.3\n-0.5\ta\t-0.2\n-0.4\t</s>\n"
+        "\n\\2-grams:\n-0.1\t<s> a\n\n\\end\\\n"
+    )
+    lm = read_arpa(path)
+    got = lm.log10_probs([["a", "zzz", "a"]])
+    # <s> a: listed; zzz: unknown; a after zzz: the unknown context backs off with b = 1
+    np.testing.assert_allclose(got, [-0.1, -np.inf, -0.5, -0.2 - 0.4])
+    assert lm.log10_prob("zzz", ["a"]) == -np.inf
+    assert lm.prob("a", ["zzz"]) == pytest.approx(10**-0.5)
+
+
+LMPLZ = shutil.which("lmplz")
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(
+    LMPLZ is None,
+    reason="KenLM's lmplz is not on PATH (the pip package has no lmplz; README.md, "
+    "'KenLM's lmplz', says how to build it in about a minute)",
+)
+@pytest.mark.parametrize("order", [3, 5])
+def test_files_made_by_kenlm_lmplz(tmp_path, order):
+    """A file KenLM estimated itself (modified Kneser-Ney, its own <unk>, <s> with log10 p = 0
+    and zero back-off weights written out) on 5,000 Brown training sentences: our reader gives
+    every log10 probability of the test split that KenLM gives, unknown words included."""
+    kenlm = kenlm_module()
+    from nlpcourse.data import brown_split
+
+    train, _, test = brown_split()
+    text = "".join(" ".join(s) + "\n" for s in train[:5000])
+    path = tmp_path / f"lmplz{order}.arpa"
+    with path.open("w") as out:
+        subprocess.run(
+            [LMPLZ, "-o", str(order), "-S", "100M", "-T", str(tmp_path), "--discount_fallback"],
+            input=text.encode(),
+            stdout=out,
+            stderr=subprocess.PIPE,
+            check=True,
+        )
+    ken = kenlm.Model(str(path))
+    want = [p for s in test for p, _, _ in ken.full_scores(" ".join(s), bos=True, eos=True)]
+    ours = read_arpa(path)
+    got = ours.log10_probs(test)
+    assert ours.order == order and "<unk>" in ours.index_
+    np.testing.assert_allclose(got, want, atol=2e-6)  # KenLM adds float32 numbers
+    first = [ours.log10_prob(w, test[0][:i]) for i, w in enumerate(test[0])]  # the readable twin
+    np.testing.assert_allclose(first, want[: len(first)], atol=2e-6)
+
+
+def test_a_file_in_srilm_conventions_worked_by_hand(tmp_path):
+    """SRILM's ngram-count writes <s> with log10 p = -99, sorts the unigrams (</s> before <s>),
+    omits a back-off weight that is 0 and every weight at the highest order, may write numbers
+    in exponent form, and ends with \\end\\. Expected values are worked out from the lines."""
+    path = tmp_path / "srilm.arpa"
+    path.write_text(
+        "\n\\data\\\nngram 1=5\nngram 2=4\nngram 3=2\n\n"
+        "\\1-grams:\n"
+        "-0.7\t</s>\n"
+        "-99\t<s>\t-0.3\n"
+        "-0.8\t<unk>\n"
+        "-0.5\ta\t-0.25\n"
+        "-0.6\tb\t-1.5e-01\n"
+        "\n\\2-grams:\n"
+        "-0.2\t<s> a\t-0.05\n"
+        "-0.4\ta b\t-0.1\n"
+        "-0.45\tb a\n"
+        "-0.35\tb </s>\n"
+        "\n\\3-grams:\n"
+        "-0.1\t<s> a b\n"
+        "-0.15\ta b </s>\n"
+        "\n\\end\\\n"
+    )
+    lm = read_arpa(path)
+    assert lm.order == 3 and lm.vocab == ["</s>", "<s>", "<unk>", "a", "b"]
+    # the sentence "a b a zzz": <s> a listed (-0.2); <s> a b listed (-0.1); a b a is not, and
+    # b(a b) = -0.1 plus P(a | b) listed (-0.45); b a zzz: zzz is <unk>, not listed after
+    # "b a" (not listed: b = 1) nor after "a" (b(a) = -0.25): -0.25 - 0.8; a zzz </s>: no
+    # weight for "a <unk>" or "<unk>" (absent: 0), so P(</s>) = -0.7.
+    want = [-0.2, -0.1, -0.1 - 0.45, -0.25 - 0.8, -0.7]
+    np.testing.assert_allclose(lm.log10_probs([["a", "b", "a", "zzz"]]), want, atol=1e-12)
+    # "b": P(b | <s>) backs off with b(<s>) = -0.3; P(</s> | <s> b): b(<s> b) not listed, "b </s>"
+    # listed. "a b": a b </s> listed at the top order.
+    want = [-0.3 - 0.6, -0.35, -0.2, -0.1, -0.15]
+    np.testing.assert_allclose(lm.log10_probs([["b"], ["a", "b"]]), want, atol=1e-12)
+    # P(b | <s> b): neither "<s> b b" nor "b b" is listed; b(b) is written as -1.5e-01
+    assert lm.log10_prob("b", ["b"]) == pytest.approx(-0.15 - 0.6)
+    assert lm.log10_prob("a", ["a", "b"]) == pytest.approx(-0.1 - 0.45)
