@@ -12,10 +12,10 @@ the encoder states (keys), ``H`` decoder width, ``V`` vocabulary size, ``K`` bea
 
 The model (:class:`Seq2Seq`)::
 
-    e_j = Emb_x(x_j);  h_j^fwd = GRU_fwd(e_j, h_{j-1}^fwd);  h_j^bwd = GRU_bwd(e_j, h_{j+1}^bwd)
+    e_j = Emb_x(x_j);  h_j^fwd = RNN_fwd(e_j, h_{j-1}^fwd);  h_j^bwd = RNN_bwd(e_j, h_{j+1}^bwd)
     k_j = [h_j^fwd ; h_j^bwd]                  encoder states (keys), (B, S, D)      (s2s-enc)
     s_0 = tanh(W_init [h_S^fwd ; h_1^bwd])     the decoder's first state             (s2s-init)
-    s_t = GRU_dec(Emb_y(y_{t-1}), s_{t-1})      decoder state (query), (B, H)         (s2s-dec)
+    s_t = RNN_dec(Emb_y(y_{t-1}), s_{t-1})      decoder state (query), (B, H)         (s2s-dec)
     score(s_t, k_j) = s_t . k_j                 dot product                           (att-score)
                     = s_t^T W k_j               bilinear / multiplicative             (att-score)
                     = v^T tanh(W_1 s_t + W_2 k_j)   additive (Bahdanau)               (att-score)
@@ -24,8 +24,22 @@ The model (:class:`Seq2Seq`)::
     o_t = tanh(W_c [c_t ; s_t]);  P(y_t | y_<t, x) = softmax(W_o o_t)                 (s2s-dec)
     L = -(1/N) sum_{b, t not padding} log P(y_t | y_<t, x)    teacher forcing         (s2s-loss)
 
-Without attention (``attention="none"``) the context is the same fixed vector for every step,
-``c_t = c = [h_S^fwd ; h_1^bwd]``: the bottleneck the chapter measures.
+``RNN`` is chapter 4's GRU (``cell="gru"``, the default) or LSTM (``cell="lstm"``; the decoder's
+memory cell starts at 0). Without attention (``attention="none"``) the context is the same fixed
+vector for every step, ``c_t = c = [h_S^fwd ; h_1^bwd]``: the bottleneck the chapter measures.
+
+Where attention sits (``placement``). The default, ``"luong"``, is the placement of Luong et al.
+(2015) written above: the query is the *current* state ``s_t`` and the context enters only the
+output layer, so under teacher forcing the recurrence runs over all ``T`` steps first and
+attention scores all ``T`` states at once. ``placement="bahdanau"`` is that of Bahdanau et al.
+(2015): the query is the *previous* state, and the context is also an input of the step::
+
+    c_t = sum_j a_tj k_j with a_t from score(s_{t-1}, k_j);  s_t = RNN_dec([Emb_y(y_{t-1}) ; c_t],
+    s_{t-1});  P(y_t | y_<t, x) = softmax(W_o tanh(W_c [c_t ; s_t]))                (s2s-bahdanau)
+
+so each step's recurrence waits for its attention and teacher forcing runs step by step. The
+output layer is the same in both placements (Bahdanau et al.'s is a maxout layer over
+``s_{t-1}``, ``y_{t-1}`` and ``c_t``), so that only the placement differs.
 
 Decoding: :meth:`Seq2Seq.greedy`, :meth:`Seq2Seq.sample` (temperature) and the batched
 :meth:`Seq2Seq.beam_search`, which ranks finished hypotheses by the length-normalised score
@@ -37,13 +51,11 @@ hypotheses (the lesson; tested equal). Metrics: :func:`edit_distance` (Levenshte
 
 Deliberate departures, stated plainly:
 
-* Attention is placed as in Luong et al. (2015): the query is the *current* decoder state ``s_t``
-  and the context enters the output layer (s2s-dec). Bahdanau et al. (2015) use the *previous*
-  state ``s_{t-1}`` as the query and feed the context into the recurrent step instead. The three
-  scores are offered with the same placement so that only the score differs between them.
-* One GRU layer in each direction (chapter 4's :class:`nlpcourse.rnn.GRU`), each direction
-  ``H/2`` wide so that the keys have the decoder's width ``D = H`` and the dot product is defined.
-  No dropout, no input feeding (Luong et al.'s feeding of ``o_{t-1}`` into the next step).
+* The three scores are offered with the same placement so that only the score differs between
+  them; the default placement is Luong's, for every score, the additive one included.
+* One layer in each direction, each direction ``H/2`` wide so that the keys have the decoder's
+  width ``D = H`` and the dot product is defined. No dropout, no input feeding (Luong et al.'s
+  feeding of ``o_{t-1}`` into the next step).
 * Padding is ``<pad>`` = 0 at the end of a sequence; the backward encoder reads each word reversed
   within its own length, so padding never reaches a real position, and attention masks it.
 * The output layer never predicts ``<pad>`` or ``<s>`` (their scores are ``-inf``), so every
@@ -61,18 +73,20 @@ import argparse
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlpcourse.guard import reference
-from nlpcourse.rnn import GRU
+from nlpcourse.rnn import GRU, LSTM
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 ATTENTIONS = ("none", "dot", "bilinear", "additive")
+CELLS = ("gru", "lstm")
+PLACEMENTS = ("luong", "bahdanau")
 
 Pron = tuple[str, ...]
 
@@ -202,18 +216,29 @@ def additive_scores(query: Tensor, keys: Tensor, W_1: Tensor, W_2: Tensor, v: Te
 
 class Attention(nn.Module):
     """What the three attentions share: ``forward(query (B, H), keys (B, S, D), mask (B, S))``
-    returns ``(weights (B, S), context (B, D))``. A subclass defines ``scores`` for a block of
-    queries (B, T, H) -> (B, T, S); ``forward`` also takes such a block, so teacher forcing scores
-    all ``T`` decoder states at once without copying the keys ``T`` times."""
+    returns ``(weights (B, S), context (B, D))``. ``forward`` also takes a block of queries
+    (B, T, H) -> ``(weights (B, T, S), context (B, T, D))``, so teacher forcing scores all ``T``
+    decoder states at once without copying the keys ``T`` times.
 
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+    A subclass defines ``prepare``, the part of the score that depends on the keys alone (the
+    keys themselves, ``W k_j`` or ``W_2 k_j``), and ``scores`` of a block of queries against it,
+    (B, T, H), (B, S, .) -> (B, T, S). The decoder prepares each word's keys once and reuses them
+    at every output step."""
+
+    def prepare(self, keys: Tensor) -> Tensor:
+        """The keys' part of the score, (B, S, D) -> (B, S, .)."""
+        return keys
+
+    def scores(self, query: Tensor, prepared: Tensor) -> Tensor:
         raise NotImplementedError
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         """The scores of one query per word: (B, H), (B, S, D) -> (B, S)."""
-        return self.scores(query.unsqueeze(1), keys).squeeze(1)  # (B, 1, S) -> (B, S)
+        return self.scores(query.unsqueeze(1), self.prepare(keys)).squeeze(1)  # (B, 1, S) -> (B, S)
 
-    def forward(self, query: Tensor, keys: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, query: Tensor, keys: Tensor, mask: Tensor, prepared: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         if query.ndim not in (2, 3) or keys.ndim != 3 or keys.shape[0] != query.shape[0]:
             raise ValueError(
                 f"attention expects query (B, H) and keys (B, S, D), got {tuple(query.shape)} "
@@ -221,7 +246,8 @@ class Attention(nn.Module):
             )
         one = query.ndim == 2
         q = query.unsqueeze(1) if one else query  # (B, T, H)
-        scores = self.scores(q, keys)  # (B, T, S)
+        prepared = self.prepare(keys) if prepared is None else prepared  # (B, S, .)
+        scores = self.scores(q, prepared)  # (att-score), (B, T, S)
         weights = masked_softmax(scores, mask.unsqueeze(1).expand_as(scores))  # (att-context)
         context = torch.bmm(weights, keys)  # (att-context), (B, T, S) x (B, S, D) -> (B, T, D)
         return (weights.squeeze(1), context.squeeze(1)) if one else (weights, context)
@@ -230,12 +256,12 @@ class Attention(nn.Module):
 class DotAttention(Attention):
     """``score(s, k_j) = s . k_j``, eq. (att-score) (needs H = D; no parameters, no scaling)."""
 
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        if query.shape[-1] != keys.shape[-1]:
+    def scores(self, query: Tensor, prepared: Tensor) -> Tensor:
+        if query.shape[-1] != prepared.shape[-1]:
             raise ValueError(
-                f"dot attention needs H = D, got {query.shape[-1]} and {keys.shape[-1]}"
+                f"dot attention needs H = D, got {query.shape[-1]} and {prepared.shape[-1]}"
             )
-        return torch.bmm(query, keys.transpose(1, 2))  # (B, T, H) x (B, D, S) -> (B, T, S)
+        return torch.bmm(query, prepared.transpose(1, 2))  # (B, T, H) x (B, D, S) -> (B, T, S)
 
 
 class BilinearAttention(Attention):
@@ -245,9 +271,11 @@ class BilinearAttention(Attention):
         super().__init__()
         self.W = nn.Linear(D, H, bias=False)  # W (H, D)
 
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        Wk = self.W(keys)  # (B, S, H)
-        return torch.bmm(query, Wk.transpose(1, 2))  # (B, T, H) x (B, H, S) -> (B, T, S)
+    def prepare(self, keys: Tensor) -> Tensor:
+        return self.W(keys)  # W k_j, (B, S, H)
+
+    def scores(self, query: Tensor, prepared: Tensor) -> Tensor:
+        return torch.bmm(query, prepared.transpose(1, 2))  # (B, T, H) x (B, H, S) -> (B, T, S)
 
 
 class AdditiveAttention(Attention):
@@ -260,9 +288,12 @@ class AdditiveAttention(Attention):
         self.W_2 = nn.Linear(D, A, bias=True)  # W_2 (A, D) and the bias inside the tanh
         self.v = nn.Linear(A, 1, bias=False)  # v (A,)
 
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+    def prepare(self, keys: Tensor) -> Tensor:
+        return self.W_2(keys)  # W_2 k_j + b, (B, S, A)
+
+    def scores(self, query: Tensor, prepared: Tensor) -> Tensor:
         Ws = self.W_1(query).unsqueeze(2)  # (B, T, 1, A)
-        Wk = self.W_2(keys).unsqueeze(1)  # (B, 1, S, A)
+        Wk = prepared.unsqueeze(1)  # (B, 1, S, A)
         return self.v(torch.tanh(Ws + Wk)).squeeze(3)  # (B, T, S, A) -> (B, T, S)
 
 
@@ -280,26 +311,68 @@ def make_attention(kind: str, H: int, D: int) -> Attention | None:
 # ===================================================================================== 3. model
 
 
-class Seq2Seq(nn.Module):
-    """Bidirectional GRU encoder, GRU decoder, attention with Luong placement (module docstring).
+class Memory(NamedTuple):
+    """What the decoder reads about each of ``N`` words: the encoder's output."""
 
-    ``Seq2Seq(V_x, V_y, E, H, attention)``: ``V_x`` letters and ``V_y`` phones (ids 0, 1, 2 are
-    ``<pad> <s> </s>``), embeddings of width ``E``, decoder width ``H`` (even), ``attention`` one
-    of ``"none" "dot" "bilinear" "additive"``. ``src`` is (B, S) letter ids padded with 0.
+    keys: Tensor  # k_j, (N, S, D), zero at padding
+    mask: Tensor  # True at real letters, (N, S)
+    summary: Tensor  # the fixed context c = [h_S^fwd ; h_1^bwd], (N, D)
+    prepared: Tensor | None  # the keys' part of the attention score, (N, S, .); None without
+
+    def rows(self, index: Tensor) -> Memory:
+        """The memory of the words ``index`` (N',), repeated where an index repeats."""
+        prepared = None if self.prepared is None else self.prepared.index_select(0, index)
+        return Memory(
+            self.keys.index_select(0, index),
+            self.mask.index_select(0, index),
+            self.summary.index_select(0, index),
+            prepared,
+        )
+
+
+class Seq2Seq(nn.Module):
+    """Bidirectional RNN encoder, RNN decoder, attention (module docstring).
+
+    ``Seq2Seq(V_x, V_y, E, H, attention, cell, placement)``: ``V_x`` letters and ``V_y`` phones
+    (ids 0, 1, 2 are ``<pad> <s> </s>``), embeddings of width ``E``, decoder width ``H`` (even),
+    ``attention`` one of ``"none" "dot" "bilinear" "additive"``, ``cell`` ``"gru"`` or
+    ``"lstm"`` (chapter 4's layers) and ``placement`` ``"luong"`` (the query is the new state
+    ``s_t``, eq. (s2s-dec)) or ``"bahdanau"`` (the query is ``s_{t-1}`` and the context is also
+    an input of the recurrent step, eq. (s2s-bahdanau)). ``src`` is (B, S) letter ids padded
+    with 0.
+
+    The decoder's state is one tensor per word: ``s`` (N, H) for a GRU, ``[s ; m]`` (N, 2H) for
+    an LSTM (``m`` its memory cell, which starts at 0), so beam search reorders it with one
+    gather; the query is always its first ``H`` columns.
     """
 
-    def __init__(self, V_x: int, V_y: int, E: int = 64, H: int = 128, attention: str = "additive"):
+    def __init__(
+        self,
+        V_x: int,
+        V_y: int,
+        E: int = 64,
+        H: int = 128,
+        attention: str = "additive",
+        cell: str = "gru",
+        placement: str = "luong",
+    ):
         super().__init__()
         if H % 2 or H < 2:
             raise ValueError(f"H must be even (each encoder direction is H/2 wide), got {H}")
+        if cell not in CELLS:
+            raise ValueError(f"cell must be one of {CELLS}, got {cell!r}")
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         self.V_x, self.V_y, self.E, self.H, self.attention_kind = V_x, V_y, E, H, attention
+        self.cell, self.placement = cell, placement
+        RNN = GRU if cell == "gru" else LSTM
         D = H  # the keys [h_fwd ; h_bwd] have the decoder's width
         self.emb_x = nn.Embedding(V_x, E, padding_idx=PAD_ID)
-        self.enc_fwd = GRU(E, H // 2)
-        self.enc_bwd = GRU(E, H // 2)
+        self.enc_fwd = RNN(E, H // 2)
+        self.enc_bwd = RNN(E, H // 2)
         self.W_init = nn.Linear(D, H)
         self.emb_y = nn.Embedding(V_y, E, padding_idx=PAD_ID)
-        self.dec = GRU(E, H)
+        self.dec = RNN(E + D if placement == "bahdanau" else E, H)  # Bahdanau: input [e ; c]
         self.attention = make_attention(attention, H, D)
         self.W_c = nn.Linear(D + H, H)
         self.W_o = nn.Linear(H, V_y)
@@ -317,8 +390,9 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"src ids must lie in [0, {self.V_x}), got {src.min()}..{src.max()}")
         return src
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``src`` (B, S) -> keys (B, S, D), mask (B, S), first state s_0 (B, H), summary (B, D)."""
+    def encode(self, src: Tensor) -> tuple[Memory, Tensor]:
+        """``src`` (B, S) -> the :class:`Memory` of each word (keys (B, S, D), mask (B, S),
+        summary (B, D), the prepared keys) and the decoder's first state, (B, H) or (B, 2H)."""
         self._check_src(src)
         B, S = src.shape
         mask = src != PAD_ID  # (B, S)
@@ -337,32 +411,56 @@ class Seq2Seq(nn.Module):
         h_fwd_last = h_fwd.transpose(0, 1).gather(1, last).squeeze(1)  # (B, H/2)
         summary = torch.cat([h_fwd_last, h_bwd[:, 0]], dim=1)  # (B, D)
         s_0 = torch.tanh(self.W_init(summary))  # (s2s-init), (B, H)
-        return keys * mask.unsqueeze(2), mask, s_0, summary
+        if self.cell == "lstm":
+            s_0 = torch.cat([s_0, torch.zeros_like(s_0)], dim=1)  # [s_0 ; m_0 = 0], (B, 2H)
+        keys = keys * mask.unsqueeze(2)  # (B, S, D)
+        prepared = None if self.attention is None else self.attention.prepare(keys)  # (B, S, .)
+        return Memory(keys, mask, summary, prepared), s_0
 
     # ------------------------------------------------------------------------------ decoder
-    def output(
-        self, s: Tensor, keys: Tensor, mask: Tensor, summary: Tensor
-    ) -> tuple[Tensor, Tensor | None]:
-        """Decoder states ``s`` (B, T, H) -> log-probabilities (B, T, V) and attention weights
-        (B, T, S) or None, eq. (s2s-dec), with ``keys`` (B, S, D), ``mask`` (B, S) and the fixed
-        ``summary`` (B, D) of each word."""
+    def recur(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+        """The decoder RNN over inputs ``x`` (T, N, E') from ``state`` (N, H) or (N, 2H):
+        returns the states ``s_1 .. s_T`` (T, N, H) and the last full state."""
+        if self.cell == "gru":
+            s, s_last = self.dec(x, state.unsqueeze(0))  # (T, N, H), (1, N, H)
+            return s, s_last[0]
+        h_0, m_0 = state.chunk(2, dim=1)  # (N, H) each
+        s, (s_last, m_last) = self.dec(x, (h_0.unsqueeze(0), m_0.unsqueeze(0)))  # (T, N, H)
+        return s, torch.cat([s_last[0], m_last[0]], dim=1)  # (N, 2H)
+
+    def attend(self, query: Tensor, memory: Memory) -> tuple[Tensor | None, Tensor]:
+        """Attention weights (N, [T,] S) or None, and the context (N, [T,] D), for queries
+        (N, H) or (N, T, H), eqs. (att-score) and (att-context); without attention the context
+        is the fixed ``summary``."""
         if self.attention is None:
-            weights = None
-            context = summary.unsqueeze(1).expand(-1, s.shape[1], -1)  # the fixed c, (B, T, D)
-        else:
-            weights, context = self.attention(s, keys, mask)  # (B, T, S), (B, T, D)
-        o = torch.tanh(self.W_c(torch.cat([context, s], dim=2)))  # (s2s-dec), (B, T, H)
-        logits = self.W_o(o).masked_fill(self.never_output, -math.inf)  # (B, T, V)
-        return torch.log_softmax(logits, dim=2), weights
+            c = memory.summary  # the fixed c, (N, D)
+            return None, c if query.ndim == 2 else c.unsqueeze(1).expand(-1, query.shape[1], -1)
+        return self.attention(query, memory.keys, memory.mask, memory.prepared)
+
+    def predict(self, context: Tensor, s: Tensor) -> Tensor:
+        """``log softmax(W_o tanh(W_c [c_t ; s_t]))``, eq. (s2s-dec), over the last axis;
+        ``<pad>`` and ``<s>`` get -inf. (N, [T,] D), (N, [T,] H) -> (N, [T,] V)."""
+        o = torch.tanh(self.W_c(torch.cat([context, s], dim=-1)))  # (s2s-dec), (N, [T,] H)
+        logits = self.W_o(o).masked_fill(self.never_output, -math.inf)  # (N, [T,] V)
+        return torch.log_softmax(logits, dim=-1)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher forcing: ``tgt`` (B, T + 1) is ``<s> y_1 .. y_T </s>`` padded; returns the
         log-probabilities (B, T, V) of ``tgt[:, 1:]`` given the true previous phones."""
-        keys, mask, s_0, summary = self.encode(src)  # (B, S, D), (B, S), (B, H), (B, D)
+        memory, state = self.encode(src)  # (B, S, D) ..., (B, H) or (B, 2H)
         y_in = tgt[:, :-1]  # (B, T)
-        s, _ = self.dec(self.emb_y(y_in).transpose(0, 1), s_0.unsqueeze(0))  # (s2s-dec), (T, B, H)
-        logp, _ = self.output(s.transpose(0, 1), keys, mask, summary)  # (B, T, V)
-        return logp
+        if self.placement == "bahdanau":
+            # each step's recurrence reads that step's context: one step at a time
+            logps = []
+            for y_prev in y_in.unbind(1):  # (B,)
+                logp_t, state, _ = self.step(y_prev, state, memory)  # (B, V)
+                logps.append(logp_t)
+            return torch.stack(logps, dim=1)  # (B, T, V)
+        # Luong: the recurrence does not depend on attention, so all T states come first
+        s, _ = self.recur(self.emb_y(y_in).transpose(0, 1), state)  # (s2s-dec), (T, B, H)
+        s = s.transpose(0, 1)  # (B, T, H)
+        _, context = self.attend(s, memory)  # (B, T, D)
+        return self.predict(context, s)  # (B, T, V)
 
     def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Mean negative log-likelihood over the non-padding target phones, eq. (s2s-loss)."""
@@ -371,14 +469,21 @@ class Seq2Seq(nn.Module):
         return F.nll_loss(logp.reshape(-1, self.V_y), gold.reshape(-1), ignore_index=PAD_ID)
 
     def step(
-        self, y_prev: Tensor, s_prev: Tensor, keys: Tensor, mask: Tensor, summary: Tensor
+        self, y_prev: Tensor, state: Tensor, memory: Memory
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """One decoder step: previous phones (N,) and states (N, H) -> log-probs (N, V), new
-        states (N, H), attention weights (N, S) or None."""
-        _, s = self.dec(self.emb_y(y_prev).unsqueeze(0), s_prev.unsqueeze(0))  # (1, N, H)
-        s = s[0]  # (N, H)
-        logp, weights = self.output(s.unsqueeze(1), keys, mask, summary)  # (N, 1, V), (N, 1, S)
-        return logp.squeeze(1), s, None if weights is None else weights.squeeze(1)
+        """One decoder step for N words: previous phones (N,) and states (N, H) or (N, 2H) ->
+        log-probabilities (N, V), new states, attention weights (N, S) or None."""
+        e = self.emb_y(y_prev)  # (N, E)
+        if self.placement == "bahdanau":
+            weights, context = self.attend(state[:, : self.H], memory)  # query s_{t-1}, (N, D)
+            x = torch.cat([e, context], dim=1)  # (s2s-bahdanau), (N, E + D)
+            _, state = self.recur(x.unsqueeze(0), state)  # (N, H) or (N, 2H)
+            s = state[:, : self.H]  # s_t, (N, H)
+        else:
+            _, state = self.recur(e.unsqueeze(0), state)  # (s2s-dec)
+            s = state[:, : self.H]  # s_t, (N, H)
+            weights, context = self.attend(s, memory)  # query s_t, (N, S), (N, D)
+        return self.predict(context, s), state, weights
 
     # ----------------------------------------------------------------------------- decoding
     @torch.no_grad()
@@ -410,13 +515,13 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"max_len must be at least 1, got {max_len}")
         was_training = self.training
         self.eval()
-        keys, mask, s, summary = self.encode(src)
+        memory, state = self.encode(src)
         B = src.shape[0]
         y = torch.full((B,), BOS_ID, dtype=torch.long)  # (B,)
         done = torch.zeros(B, dtype=torch.bool)
         out, atts = [], []
         for _ in range(max_len):
-            logp, s, weights = self.step(y, s, keys, mask, summary)  # (B, V), (B, H), (B, S)
+            logp, state, weights = self.step(y, state, memory)  # (B, V), (B, S)
             if generator is None:
                 y = logp.argmax(1)  # (B,)
             else:
@@ -435,7 +540,7 @@ class Seq2Seq(nn.Module):
         if not return_attention:
             return seqs
         A = torch.stack(atts, 1) if atts else torch.zeros(B, ys.shape[1], src.shape[1])  # (B, T, S)
-        lengths = mask.sum(1).tolist()
+        lengths = memory.mask.sum(1).tolist()
         return seqs, [A[b, : len(seqs[b]) + 1, : lengths[b]] for b in range(B)]
 
     @torch.no_grad()
@@ -448,6 +553,11 @@ class Seq2Seq(nn.Module):
         unfinished ones end). The answer is the hypothesis in the final beam with the best
         ``log P(y | x) / |y|^alpha``, ``alpha = length_penalty``, eq. (beam-norm).
 
+        All ``B * K`` hypotheses are rows of one tensor. Each step runs the decoder once, on the
+        rows still live (not ended; at the first step only one per word), and picks each word's
+        ``K`` best of its ``K * V`` extensions with one ``topk``; ended rows are masked, not
+        removed: they extend only with ``<pad>``, at no cost, and skip the decoder.
+
         Returns the phone ids of each word (without ``</s>``) and that normalised score."""
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
@@ -455,11 +565,11 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"max_len must be at least 1, got {max_len}")
         was_training = self.training
         self.eval()
-        K, V, H = beam_size, self.V_y, self.H
-        keys, mask, s, summary = self.encode(src)
+        K, V = beam_size, self.V_y
+        memory, state = self.encode(src)  # (B, S, D) ..., (B, H) or (B, 2H)
         B = src.shape[0]
-        keys, mask = keys.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)  # (B*K, S, D)
-        s, summary = s.repeat_interleave(K, 0), summary.repeat_interleave(K, 0)  # (B*K, H)
+        word = torch.arange(B).repeat_interleave(K)  # the word of each hypothesis row, (B*K,)
+        state = state.repeat_interleave(K, 0)  # (B*K, H) or (B*K, 2H)
         score = torch.full((B, K), -math.inf)
         score[:, 0] = 0.0  # one live hypothesis to start with, so no duplicates
         ended = torch.zeros(B, K, dtype=torch.bool)
@@ -467,20 +577,24 @@ class Seq2Seq(nn.Module):
         tokens = torch.zeros(B, K, 0, dtype=torch.long)
         frozen = torch.full((V,), -math.inf)
         frozen[PAD_ID] = 0.0  # an ended hypothesis continues only with <pad>, at no cost
-        y = torch.full((B * K,), BOS_ID, dtype=torch.long)
+        y = torch.full((B * K,), BOS_ID, dtype=torch.long)  # (B*K,)
         for t in range(max_len):
-            logp, s, _ = self.step(y, s, keys, mask, summary)  # (B*K, V), (B*K, H)
-            logp = torch.where(ended.unsqueeze(2), frozen, logp.view(B, K, V))  # (B, K, V)
-            total = (score.unsqueeze(2) + logp).view(B, K * V)  # (B, K*V)
-            score, flat = total.topk(K, dim=1)  # (B, K)
+            live = (~ended & (score > -math.inf)).view(B * K)  # (B*K,)
+            rows = live.nonzero().squeeze(1)  # the live rows, (N,)
+            logp_live, state_live, _ = self.step(y[rows], state[rows], memory.rows(word[rows]))
+            logp = frozen.expand(B * K, V).index_copy(0, rows, logp_live)  # (B*K, V)
+            state = state.index_copy(0, rows, state_live)  # (B*K, H) or (B*K, 2H)
+            total = score.unsqueeze(2) + logp.view(B, K, V)  # (B, K, V)
+            score, flat = total.view(B, K * V).topk(K, dim=1)  # best K of K*V, (B, K)
             beam, token = flat // V, flat % V  # which hypothesis it extends, with which phone
             tokens = torch.cat(
                 [tokens.gather(1, beam.unsqueeze(2).expand(-1, -1, t)), token.unsqueeze(2)], 2
-            )
+            )  # (B, K, t + 1)
             was_ended = ended.gather(1, beam)  # (B, K)
             length = length.gather(1, beam) + (~was_ended).float()
             ended = was_ended | (token == EOS_ID)
-            s = s.view(B, K, H).gather(1, beam.unsqueeze(2).expand(-1, -1, H)).view(B * K, H)
+            rows_from = (beam + torch.arange(B).unsqueeze(1) * K).view(B * K)  # (B*K,)
+            state = state.index_select(0, rows_from)  # each new hypothesis takes its parent's
             y = token.view(B * K)
             if (ended | torch.isinf(score)).all():
                 break  # early stopping: every beam holds K ended hypotheses
@@ -573,12 +687,12 @@ def model_step(model: Seq2Seq, src: Tensor) -> tuple[Step, Tensor]:
     """One word ``src`` (S,) as a step function for :func:`greedy_decode` and
     :func:`beam_search`, with its first state."""
     model.eval()
-    keys, mask, s_0, summary = model.encode(src.unsqueeze(0))  # (1, S, D), (1, S), (1, H)
+    memory, s_0 = model.encode(src.unsqueeze(0))  # keys (1, S, D) ..., s_0 (1, H) or (1, 2H)
 
     def step(y_prev: int, s: Tensor) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
-            logp, s_new, _ = model.step(torch.tensor([y_prev]), s, keys, mask, summary)
-        return logp[0], s_new  # (V,), (1, H)
+            logp, s_new, _ = model.step(torch.tensor([y_prev]), s, memory)
+        return logp[0], s_new  # (V,), (1, H) or (1, 2H)
 
     return step, s_0
 

@@ -16,16 +16,26 @@ from nlpcourse import seq2seq as s2s
 from nlpcourse.seq2seq import EOS_ID, PAD_ID, Seq2Seq
 
 
-def tiny_model(attention: str = "additive", seed: int = 0, V_y: int = 5, H: int = 8) -> Seq2Seq:
+def tiny_model(
+    attention: str = "additive",
+    seed: int = 0,
+    V_y: int = 5,
+    H: int = 8,
+    cell: str = "gru",
+    placement: str = "luong",
+) -> Seq2Seq:
     """V_y = 5: <pad> <s> </s> and two phones, so the search space is small enough to enumerate."""
     torch.manual_seed(seed)
-    model = Seq2Seq(V_x=6, V_y=V_y, E=4, H=H, attention=attention)
+    model = Seq2Seq(V_x=6, V_y=V_y, E=4, H=H, attention=attention, cell=cell, placement=placement)
     with torch.no_grad():  # sharper distributions than the initialisation gives, to test ranking
         model.W_o.weight.mul_(6.0)
     return model.eval()
 
 
 SRC = torch.tensor([[3, 4, 5, 2], [2, 3, 0, 0], [5, 0, 0, 0]])  # (B, S), three words
+TGT = s2s.pad_batch([[1, 3, 4, 2], [1, 4, 2], [1, 3, 3, 4, 4, 2]])  # (B, T + 1)
+# every encoder/decoder cell with each attention placement
+VARIANTS = [(c, p) for c in s2s.CELLS for p in s2s.PLACEMENTS]
 
 
 # ------------------------------------------------------------------------------------ attention
@@ -104,10 +114,11 @@ def test_bilinear_score_with_identity_is_the_dot_product():
 # ------------------------------------------------------------------------------ the model, batches
 
 
+@pytest.mark.parametrize("cell,placement", VARIANTS)
 @pytest.mark.parametrize("attention", s2s.ATTENTIONS)
-def test_padding_changes_nothing_a_batch_equals_each_word_alone(attention):
-    model = tiny_model(attention)
-    tgt = s2s.pad_batch([[1, 3, 4, 2], [1, 4, 2], [1, 3, 3, 4, 4, 2]])  # (B, T + 1)
+def test_padding_changes_nothing_a_batch_equals_each_word_alone(attention, cell, placement):
+    model = tiny_model(attention, cell=cell, placement=placement)
+    tgt = TGT
     logp = model(SRC, tgt)  # (B, T, V)
     for b in range(3):
         n_src, n_tgt = int((SRC[b] > 0).sum()), int((tgt[b] > 0).sum())
@@ -135,6 +146,120 @@ def test_the_model_never_outputs_pad_or_bos():
     assert torch.allclose(logp.exp().sum(-1), torch.ones(3, 2))
 
 
+# -------------------------------------- the whole model by hand, with torch.nn cells (an oracle)
+
+
+def torch_cell(layer, cell: str) -> torch.nn.Module:
+    """``torch.nn.GRUCell`` or ``LSTMCell`` with the weights of one of chapter 4's layers."""
+    Cell = torch.nn.GRUCell if cell == "gru" else torch.nn.LSTMCell
+    out = Cell(layer.input_size, layer.hidden_size).to(layer.weight_ih_l0.dtype)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(out, name).copy_(getattr(layer, f"{name}_l0"))
+    return out
+
+
+def by_hand(model: Seq2Seq, x: list[int], y_in: list[int]) -> torch.Tensor:
+    """log P(y_t | y_<t, x) (T, V) for one word ``x`` and decoder inputs ``y_in``, written from the
+    chapter's equations one position and one step at a time, with torch.nn cells."""
+    H, cell = model.H, model.cell
+    enc_f, enc_b, dec = (torch_cell(m, cell) for m in (model.enc_fwd, model.enc_bwd, model.dec))
+
+    def run(rnn, inputs, h):
+        m, out = torch.zeros_like(h), []
+        for inp in inputs:  # (1, E')
+            h, m = rnn(inp, (h, m)) if cell == "lstm" else (rnn(inp, h), m)
+            out.append(h)
+        return out, m
+
+    e = [model.emb_x(torch.tensor([i])) for i in x]  # S of (1, E)
+    zero = torch.zeros(1, H // 2, dtype=e[0].dtype)
+    fwd, _ = run(enc_f, e, zero)
+    bwd, _ = run(enc_b, e[::-1], zero)
+    bwd = bwd[::-1]
+    keys = [torch.cat([f, b], 1) for f, b in zip(fwd, bwd, strict=True)]  # (s2s-enc), (1, D)
+    summary = torch.cat([fwd[-1], bwd[0]], 1)  # (1, D)
+
+    def score(q, k):  # (att-score)
+        att = model.attention
+        if model.attention_kind == "dot":
+            return (q * k).sum()
+        if model.attention_kind == "bilinear":
+            return (q @ att.W.weight @ k.T).sum()
+        return (att.v.weight @ torch.tanh(att.W_1.weight @ q.T + att.W_2.weight @ k.T
+                                          + att.W_2.bias.unsqueeze(1))).sum()  # fmt: skip
+
+    def context(q):  # (att-context); without attention the fixed summary
+        if model.attention is None:
+            return summary
+        a = torch.softmax(torch.stack([score(q, k) for k in keys]), 0)
+        return sum(a_j * k_j for a_j, k_j in zip(a, keys, strict=True))
+
+    s = torch.tanh(model.W_init(summary))  # (s2s-init)
+    m = torch.zeros_like(s)
+    out = []
+    for y in y_in:
+        inp = model.emb_y(torch.tensor([y]))  # (1, E)
+        if model.placement == "bahdanau":  # query s_{t-1}; the context enters the step
+            c = context(s)
+            inp = torch.cat([inp, c], 1)
+        if cell == "lstm":
+            s, m = dec(inp, (s, m))
+        else:
+            s = dec(inp, s)
+        if model.placement == "luong":  # query s_t
+            c = context(s)
+        logits = model.W_o(torch.tanh(model.W_c(torch.cat([c, s], 1))))[0]  # (s2s-dec), (V,)
+        logits[[PAD_ID, s2s.BOS_ID]] = -math.inf
+        out.append(torch.log_softmax(logits, 0))
+    return torch.stack(out)  # (T, V)
+
+
+@pytest.mark.parametrize("cell,placement", VARIANTS)
+@pytest.mark.parametrize("attention", s2s.ATTENTIONS)
+def test_the_model_equals_its_equations_written_with_torch_nn_cells(attention, cell, placement):
+    model = tiny_model(attention, seed=7, cell=cell, placement=placement)
+    with torch.no_grad():
+        logp = model(SRC, TGT)  # (B, T, V), a padded batch
+        for b in range(3):
+            x = SRC[b][SRC[b] > 0].tolist()
+            y_in = TGT[b][TGT[b] > 0].tolist()[:-1]
+            expected = by_hand(model, x, y_in)  # (T_b, V)
+            torch.testing.assert_close(logp[b, : len(y_in)], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_bahdanau_placement_queries_the_previous_state():
+    """Its first step's attention weights depend on s_0 alone: not on the first input phone."""
+    model = tiny_model("additive", seed=3, placement="bahdanau")
+    memory, s_0 = model.encode(SRC)
+    w_a = model.step(torch.tensor([3, 3, 3]), s_0, memory)[2]
+    w_b = model.step(torch.tensor([4, 1, 2]), s_0, memory)[2]
+    assert torch.equal(w_a, w_b)
+    luong = tiny_model("additive", seed=3)
+    memory, s_0 = luong.encode(SRC)
+    w_a = luong.step(torch.tensor([3, 3, 3]), s_0, memory)[2]
+    w_b = luong.step(torch.tensor([4, 1, 2]), s_0, memory)[2]
+    assert not torch.allclose(w_a, w_b)
+
+
+@pytest.mark.parametrize("cell", s2s.CELLS)
+def test_bahdanau_gradients_equal_finite_differences(cell):
+    """Backpropagation through the step-by-step decoder (and the LSTM's hand-written backward
+    pass, step by step), against central differences in float64."""
+    model = tiny_model("additive", seed=4, H=4, cell=cell, placement="bahdanau").double()
+    names = ["dec.weight_hh_l0", "attention.W_1.weight", "W_init.bias", "emb_x.weight"]
+    params = dict(model.named_parameters())
+
+    def loss(*values):
+        logp = torch.func.functional_call(model, dict(zip(names, values, strict=True)), (SRC, TGT))
+        gold = TGT[:, 1:]
+        return torch.nn.functional.nll_loss(logp.reshape(-1, model.V_y), gold.reshape(-1),
+                                            ignore_index=PAD_ID)  # fmt: skip
+
+    inputs = tuple(params[n].detach().clone().requires_grad_() for n in names)
+    assert torch.autograd.gradcheck(loss, inputs, eps=1e-6, atol=1e-6)
+
+
 # -------------------------------------------------------------------------------------- decoding
 
 
@@ -158,20 +283,25 @@ def brute_force_best(model, src, max_len, alpha):
 
 
 @pytest.mark.parametrize("attention", ["none", "dot", "additive"])
-def test_beam_size_1_is_greedy(attention):
+@pytest.mark.parametrize("cell,placement", VARIANTS)
+def test_beam_size_1_is_greedy(attention, cell, placement):
     for seed in range(3):
-        model = tiny_model(attention, seed, V_y=8)
+        model = tiny_model(attention, seed, V_y=8, cell=cell, placement=placement)
         greedy = model.greedy(SRC, max_len=8)
         beam, _ = model.beam_search(SRC, beam_size=1, max_len=8)
         assert beam == greedy
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.7, 1.0])
-def test_a_beam_as_wide_as_the_search_space_is_exhaustive_search(alpha):
+@pytest.mark.parametrize(
+    "alpha,cell,placement",
+    [(0.0, "gru", "luong"), (0.7, "gru", "luong"), (1.0, "gru", "luong"),
+     (0.7, "lstm", "luong"), (0.7, "gru", "bahdanau"), (1.0, "lstm", "bahdanau")],
+)  # fmt: skip
+def test_a_beam_as_wide_as_the_search_space_is_exhaustive_search(alpha, cell, placement):
     max_len = 4
     K = len(all_outputs(5, max_len))  # 2^0 + ... + 2^3 ended outputs and 2^4 unended: 31
     for seed in range(4):
-        model = tiny_model("additive", seed)
+        model = tiny_model("additive", seed, cell=cell, placement=placement)
         seqs, scores = model.beam_search(SRC, beam_size=K, max_len=max_len, length_penalty=alpha)
         for b in range(3):
             src = SRC[b : b + 1, : int((SRC[b] > 0).sum())]
@@ -190,10 +320,14 @@ def test_beam_scores_are_sums_of_the_model_log_probabilities():
             assert scores[b] == pytest.approx(recomputed[b], abs=1e-5)
 
 
-@pytest.mark.parametrize("K,alpha", [(2, 0.0), (4, 1.0), (6, 0.5)])
-def test_batched_beam_search_equals_the_per_hypothesis_loop(K, alpha):
+@pytest.mark.parametrize(
+    "K,alpha,cell,placement",
+    [(2, 0.0, "gru", "luong"), (4, 1.0, "gru", "luong"), (6, 0.5, "gru", "luong"),
+     (4, 0.5, "lstm", "luong"), (4, 0.5, "gru", "bahdanau"), (6, 1.0, "lstm", "bahdanau")],
+)  # fmt: skip
+def test_batched_beam_search_equals_the_per_hypothesis_loop(K, alpha, cell, placement):
     for seed in range(3):
-        model = tiny_model("additive", seed, V_y=9)
+        model = tiny_model("additive", seed, V_y=9, cell=cell, placement=placement)
         seqs, scores = model.beam_search(SRC, K, 7, alpha)
         for b in range(3):
             y, score = s2s.beam_search_loop(model, SRC[b][SRC[b] > 0], K, 7, alpha)
@@ -230,6 +364,10 @@ def test_bad_input_gets_a_clear_error():
         model.sample(SRC, temperature=0.0)
     with pytest.raises(ValueError, match="attention must be one of"):
         Seq2Seq(5, 5, attention="cosine")
+    with pytest.raises(ValueError, match="cell must be one of"):
+        Seq2Seq(5, 5, cell="rnn")
+    with pytest.raises(ValueError, match="placement must be one of"):
+        Seq2Seq(5, 5, placement="before")
     src, tgt = s2s.Vocab("abc"), s2s.Vocab(["AA1", "B"], specials=(s2s.PAD, s2s.BOS, s2s.EOS))
     with pytest.raises(ValueError, match=r"unknown symbol\(s\) \['é'\]"):
         src.encode("cabé")
