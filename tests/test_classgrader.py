@@ -49,7 +49,7 @@ def stand_in(data, name, source, *, assignment, student, limits, expected_name):
     """A stand-in for ``grade_submission``: a part scores its points when the student's solution
     cell for it (the last solution cell before the test cell in the source) no longer raises
     ``NotImplementedError``. Sleeps ``metadata["stand_in_sleep"]`` seconds first, and appends
-    "start <student> <pid>" to ``metadata["stand_in_log"]`` if given."""
+    "start <student> <pid> <time>" to ``metadata["stand_in_log"]`` if given."""
     if name != expected_name:
         return {
             "assignment": assignment,
@@ -68,7 +68,7 @@ def stand_in(data, name, source, *, assignment, student, limits, expected_name):
     meta = nb.get("metadata", {})
     if meta.get("stand_in_log"):
         with open(meta["stand_in_log"], "a") as log:
-            log.write(f"start {student} {os.getpid()}\n")
+            log.write(f"start {student} {os.getpid()} {time.time()}\n")
     time.sleep(float(meta.get("stand_in_sleep", 0)))
     answers = {}
     for cell in nb["cells"]:
@@ -286,16 +286,24 @@ def test_a_killed_worker_loses_no_grade_and_grades_none_twice(tmp_path, client):
     killed, done = [], set()
 
     def kill_a_busy_worker(result, dask):
-        """After the first result, kill the worker that started a task last (it is mid-task)."""
+        """After the first result, kill a worker that started a task less than a second ago (it is
+        mid-task: the stand-in sleeps 1.5 s)."""
         done.add(result["student"])
         if killed:
             return
-        time.sleep(0.3)  # the freed worker starts its next task
-        starts = [line.split()[1:] for line in log.read_text().splitlines()]
-        running = [(student, int(pid)) for student, pid in starts if student not in done]
-        student, pid = running[-1]
-        os.kill(pid, signal.SIGKILL)
-        killed.append(student)
+        for _ in range(200):
+            starts = [line.split()[1:] for line in log.read_text().splitlines()]
+            running = [
+                (student, int(pid))
+                for student, pid, when in starts
+                if student not in done and time.time() - float(when) < 1.0
+            ]
+            if running:
+                student, pid = running[-1]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(student)
+                return
+            time.sleep(0.05)
 
     summary = classgrader.grade_assignment(
         course,
