@@ -699,28 +699,31 @@ class Worker:
 
     def run_cells(self, deadline_of: Callable[[bool], float]) -> tuple[dict[str, str], list, float]:
         """Run the program's cells; the names they defined, each cell's error (or None) and the
-        cells' time (measured in the worker, without starting Python).
+        time of the student's cells (measured in the worker; not the setup cells or starting
+        Python).
         A cell that breaks a limit raises :class:`SandboxStop` with ``self.cell`` its index.
         ``deadline_of(trusted)``: starting Python and the course's setup cells (importing torch
         on a busy machine) are not the student's doing and get the notebook's time left."""
         errors: list = []
+        seconds = 0.0
         self.cell, running = -1, False
         while True:
             trusted = self.cell < 0 or (running and self.cells[self.cell]["kind"] == "setup")
             message = self.receive(deadline_of(trusted), "a cell ran past its time limit")
             if not isinstance(message, tuple) or not message:
                 raise SandboxStop("crashed", "the worker broke the protocol")
-            if message[0] == "cell" and len(message) == 4 and isinstance(message[1], int):
-                _, index, what, error = message
+            if message[0] == "cell" and len(message) == 5 and isinstance(message[1], int):
+                _, index, what, error, took = message
                 if not 0 <= index < len(self.cells):
                     raise SandboxStop("crashed", "the worker broke the protocol")
                 self.cell, running = index, what == "start"
                 if what == "done":
                     errors.append(error)
+                    if self.cells[index]["kind"] != "setup" and isinstance(took, float):
+                        seconds += min(max(took, 0.0), self.limits.notebook_seconds)
                 continue
             if message[0] == "ready" and len(message) == 3 and isinstance(message[1], dict):
-                seconds = message[2] if isinstance(message[2], float) else 0.0
-                return message[1], errors, min(max(seconds, 0.0), self.limits.notebook_seconds)
+                return message[1], errors, seconds
             raise SandboxStop("crashed", "the worker broke the protocol")
 
     def call(self, name: str, args: tuple, deadline: float) -> Any:

@@ -269,13 +269,14 @@ def describe(err: BaseException) -> tuple[str, str, str]:
 
 def run_cells(cells: list[dict], namespace: dict) -> None:
     for i, cell in enumerate(cells):
-        PIPE.send(("cell", i, "start", None))
+        PIPE.send(("cell", i, "start", None, 0.0))
         error = None
+        started = time.perf_counter()
         try:
             exec(_compile(cell["source"], cell["label"]), namespace)
         except BaseException as err:  # SystemExit and KeyboardInterrupt too: the cell is over
             error = describe(err)
-        PIPE.send(("cell", i, "done", error))
+        PIPE.send(("cell", i, "done", error, time.perf_counter() - started))
 
 
 def defined_names(namespace: dict) -> dict[str, str]:
