@@ -21,15 +21,15 @@ import ast
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import nbformat
 import pytest
 from adversarial import ALL, REJECTED, Kind, Target, kinds
+from adversarial.escape import MARKER
+from adversarial.listener import Listener
 from adversarial.notebooks import NOTEBOOK, REPO, filled, points, source, to_bytes
 
 TESTS = Path(__file__).resolve().parent
@@ -141,29 +141,6 @@ def is_solution(cell) -> bool:
 # ------------------------------------------------------------ graded in one plain process
 
 
-class Listener:
-    """A TCP port on 127.0.0.1 that records every connection made to it."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        self.connections: list[bytes] = []
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                return
-            with connection:
-                connection.settimeout(2)
-                try:
-                    self.connections.append(connection.recv(100))
-                except OSError:
-                    self.connections.append(b"")
-
-
 def make_course(root: Path, with_config: bool = True) -> Path:
     """A course (or repository) copy the attacks may damage: sources, config, a gradebook."""
     from nbgrader.api import Gradebook
@@ -194,6 +171,7 @@ def plain_target(tmp_path_factory):
         shutil.copy(REPO / "nlpcourse" / name, repo / "nlpcourse" / name)
     course = make_course(root / "course")
     (root / "canary").mkdir()
+    (root / "canary" / MARKER).write_text("a file of the host\n")
     (root / "home").mkdir()
     listener = Listener()
     target = Target(repo, course, root / "canary", listener.port, VICTIM["01-ngrams"])

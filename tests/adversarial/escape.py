@@ -7,12 +7,17 @@ plain process (``plain``), the attempts succeed and the part scores 0, which sho
 really reaches what it aims at. Destructive writes aim only at the temporary course being graded;
 in the real repository an attack only creates new files or opens existing ones for writing without
 writing, so a missing sandbox cannot damage the working tree (the test removes any file created).
+A write counts as a success only where it reached the host: an existing file opened for writing,
+or a new file beside a file of the host's (a marker), never a file made in the sandbox's own
+private folders.
 """
 
 from __future__ import annotations
 
 from . import Kind, Target
 from .notebooks import NOTEBOOK, maker, wrapped
+
+MARKER = "host-marker"  # a file the test puts in the canary folder: seen only from the host
 
 NG, HMM = "01-ngrams", "02-hmm"
 
@@ -54,25 +59,26 @@ import sqlite3
 
 def _wrote():
     done = []
-    for path, data in {overwrite!r}:  # in the course being graded: destroy
+    for path, data in {overwrite!r}:  # files of the course being graded: destroy them
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
+            with open(path, "r+b") as f:  # only a file that is there, never one made here
+                f.truncate(0)
                 f.write(data)
             done.append(path)
         except OSError:
             pass
-    for path in {touch!r}:  # in the real repository: open for writing, write nothing
+    for path in {touch!r}:  # files of the real repository: open for writing, write nothing
         try:
             with open(path, "r+b"):
                 done.append(path)
         except OSError:
             pass
-    for path in {create!r}:  # anywhere outside the sandbox: a new file
+    for path, marker in {create!r}:  # a new file beside a file of the host's (the marker)
         try:
             with open(path, "x") as f:
                 f.write("written by a submission\\n")
-            done.append(path)
+            if os.path.exists(marker):  # else it landed in the sandbox's own folders
+                done.append(path)
         except OSError:
             pass
     for path in {databases!r}:  # the gradebook: every grade to full marks, a student added
@@ -164,7 +170,7 @@ def writes(overwrite=(), touch=(), create=(), databases=()) -> str:
     return WRITES.format(
         overwrite=[(str(p), data) for p, data in overwrite],
         touch=[str(p) for p in touch],
-        create=[str(p) for p in create],
+        create=[(str(p), str(marker)) for p, marker in create],
         databases=[str(p) for p in databases],
     )
 
@@ -202,10 +208,13 @@ def write_course_files(target: Target) -> dict[str, str]:
         repo / "autograder" / "nbgrader_config.py",
     ]
     create = [
-        repo / "nlpcourse" / "adversarial_canary.py",
-        repo / "autograder" / "adversarial_canary.py",
-        repo / "solutions" / "adversarial_canary",
-        course / "autograder" / "adversarial_canary.py",
+        (repo / "nlpcourse" / "adversarial_canary.py", repo / "nlpcourse" / "checks"),
+        (repo / "autograder" / "adversarial_canary.py", repo / "autograder" / "nbgrader_config.py"),
+        (repo / "solutions" / "adversarial_canary", repo / "solutions" / NG),
+        (
+            course / "autograder" / "adversarial_canary.py",
+            course / "autograder" / "nbgrader_config.py",
+        ),
     ]
     prelude = writes(overwrite=overwrite, touch=touch, create=create)
     return {"continuation_prob": with_prelude(NG, "continuation_prob", prelude, WROTE_THEN_WRONG)}
@@ -213,9 +222,9 @@ def write_course_files(target: Target) -> dict[str, str]:
 
 def write_outside(target: Target) -> dict[str, str]:
     create = [
-        target.canary / "written-by-a-submission",
-        target.repo.parent / "adversarial_canary",
-        target.course.parent / "adversarial_canary",
+        (target.canary / "written-by-a-submission", target.canary / MARKER),
+        (target.repo.parent / "adversarial_canary", target.repo / "solutions"),
+        (target.course.parent / "adversarial_canary", target.gradebook),
     ]
     prelude = writes(create=create)
     return {"addk_tables": with_prelude(HMM, "addk_tables", prelude, WROTE_THEN_WRONG)}
