@@ -345,12 +345,12 @@ class ArpaLM:
     def _stream(self, sentences: list[list[str]]) -> np.ndarray:
         """The corpus as one id stream, each sentence preceded by n-1 ``<s>`` and followed by
         ``</s>``. The words are looked up as ``[index_.get(w, unk) for w in sentence]`` would,
-        but over the whole corpus in one pass that runs in C (``map``).
+        but over the whole corpus in one pass that runs in C (``map`` and ``np.fromiter``).
         Raises ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
         n, bos, eos = self.order, self.index_[BOS], self.index_[EOS]
         unk = self.index_.get(UNK, -1)  # unknown words read as <unk> (-1: the file has none)
         flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # (W,) all the words
-        words = np.array(list(map(self.index_.get, flat, itertools.repeat(unk))), dtype=np.int64)
+        words = np.fromiter(map(self.index_.get, flat, itertools.repeat(unk)), np.int64, len(flat))
         # Every vocabulary word is a string, so only a token read as unknown can be something else
         unknown = map(flat.__getitem__, np.flatnonzero(words == unk).tolist())
         if not set(map(type, unknown)) <= {str}:
@@ -367,7 +367,7 @@ class ArpaLM:
 
     def log10_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
         """log10 P of every predicted token (each word and each sentence's ``</s>``), in order."""
-        if type(sentences) is not list or not all(type(s) is list for s in sentences):
+        if type(sentences) is not list or not set(map(type, sentences)) <= {list}:
             sentences = check_sentences(sentences, "log10_probs")  # lists, or a clear error
         try:
             stream = self._stream(sentences)
