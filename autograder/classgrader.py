@@ -53,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -415,7 +416,8 @@ def autograded_notebook(
         return _with_outputs(nb, result), set(release) & _solution_ids(assignment)
 
     seen: set[str] = set()
-    for cell in reversed(nb.cells):  # the last copy of a grade_id counts, as in nbgrader
+    for index in reversed(range(len(nb.cells))):  # the last copy of a grade_id counts, as nbgrader
+        cell = nb.cells[index]
         meta = cell.get("metadata", {}).get("nbgrader")
         gid = meta.get("grade_id") if isinstance(meta, dict) else None
         if gid is None:
@@ -425,9 +427,10 @@ def autograded_notebook(
             continue
         seen.add(gid)
         ref = release[gid]
-        cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata["nbgrader"])
-        if not ref.metadata["nbgrader"].get("solution"):  # test and setup cells: the release's
-            cell.source, cell.cell_type = ref.source, ref.cell_type
+        if ref.metadata["nbgrader"].get("solution") and cell.cell_type == ref.cell_type:
+            cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata["nbgrader"])
+        else:  # test and setup cells (and a solution cell of the wrong type): the release's
+            nb.cells[index] = copy.deepcopy(ref)
     order = list(release)
     for gid in order:  # put back deleted cells after the nearest earlier cell still there
         if gid in seen:
@@ -436,9 +439,13 @@ def autograded_notebook(
         before = [i for i, g in enumerate(present) if g in order[: order.index(gid)]]
         nb.cells.insert(before[-1] + 1 if before else 0, copy.deepcopy(release[gid]))
         seen.add(gid)
+    ids: set[str] = set()
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        if "id" in cell and cell.id in ids:  # a pasted copy, or a cell put back
+            cell.id = uuid.uuid4().hex[:8]
+        ids.add(cell.get("id"))
     unanswered = set()
     for gid, meta, cell in grade_ids(nb):
         if meta.get("solution") and meta.get("checksum") == compute_checksum(cell):
@@ -613,8 +620,14 @@ def grade_assignment(
             result.update(assignment=assignment.name, student=sub.student, checksum=sub.checksum)
             result["notebook"] = sub.name or result.get("notebook", "")
             result["reasons"] = [*result.get("reasons", []), *sub.notes]
-            nb, unanswered = autograded_notebook(assignment, sub, result)
-            write_autograded(course, assignment, sub, nb)
+            try:
+                nb, unanswered = autograded_notebook(assignment, sub, result)
+                write_autograded(course, assignment, sub, nb)
+            except Exception as error:  # a notebook nbformat cannot write back: show the release
+                shown = Submission(sub.student, sub.folder, sub.name, b"", "", sub.timestamp)
+                shown_result = dict(result, reasons=[*result["reasons"], f"not shown: {error}"])
+                nb, unanswered = autograded_notebook(assignment, shown, shown_result)
+                write_autograded(course, assignment, sub, nb)
             gradebook_writer.record(
                 gb,
                 result,
@@ -663,9 +676,13 @@ def grade_assignment(
                     sub = futures[future.key][1]
                     if future.status == "finished":
                         result = future.result()
-                        finish(sub, result)
-                        if on_result is not None:
-                            on_result(result, dask)
+                        try:
+                            finish(sub, result)
+                        except Exception as error:  # nothing was recorded (one transaction)
+                            summary.failed[sub.student] = f"not recorded: {error!r}"
+                        else:
+                            if on_result is not None:
+                                on_result(result, dask)
                     else:
                         error = future.exception()
                         summary.failed[sub.student] = f"{type(error).__name__}: {error}"
