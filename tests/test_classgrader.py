@@ -17,6 +17,7 @@ is what happens around it:
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import json
@@ -430,3 +431,35 @@ def test_the_command_says_what_is_wrong(tmp_path):
     assert out.returncode != 0 and "assignment '99-none': no notebook in" in out.stderr
     out = run(ASSIGNMENT, "--course", str(tmp_path))
     assert out.returncode != 0 and "no nbgrader_config.py in" in out.stderr
+
+
+def test_the_autograded_notebook_shows_the_release_test_cells_once(tmp_path):
+    """Tampered, deleted, duplicated and retyped cells: the autograded notebook has each test cell
+    of the release exactly once, as released (no hidden test), and is a valid notebook."""
+    release = nbformat.read(REPO / "exercises" / ASSIGNMENT / "ngrams.ipynb", as_version=4)
+    source = json.loads((REPO / "solutions" / ASSIGNMENT / "ngrams.ipynb").read_text())
+    assignment = classgrader.Assignment(ASSIGNMENT, "ngrams.ipynb", source, release)
+    nb = grading.submission(ASSIGNMENT, grading.solution_code(ASSIGNMENT))
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+    by_id["test_count_ngrams"].source = "pass  # edited"
+    nb.cells.remove(by_id["test_mle_prob"])  # deleted
+    nb.cells.append(copy.deepcopy(by_id["test_addk_prob"]))  # pasted twice
+    by_id["test_perplexity"].cell_type = "markdown"  # retyped
+    del by_id["test_perplexity"]["outputs"], by_id["test_perplexity"]["execution_count"]
+    by_id["kn_bigram_prob"].metadata.nbgrader["grade_id"] = "mine"  # a renamed solution cell
+    data = nbformat.writes(nb).encode()
+    sub = classgrader.Submission("ana", tmp_path, "ngrams.ipynb", data, "x", None)
+    result = stand_in(
+        data, "ngrams.ipynb", source, assignment=ASSIGNMENT, student="ana", limits={},
+        expected_name="ngrams.ipynb",
+    )  # fmt: skip
+    shown, unanswered = classgrader.autograded_notebook(assignment, sub, result)
+    nbformat.validate(shown)
+    released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+                if c.metadata.get("nbgrader", {}).get("grade")}  # fmt: skip
+    got = [(c.metadata["nbgrader"]["grade_id"], c.source, c.cell_type) for c in shown.cells
+           if c.metadata.get("nbgrader", {}).get("grade")]  # fmt: skip
+    assert sorted(gid for gid, _, _ in got) == sorted(released)
+    assert all(text == released[gid] and kind == "code" for gid, text, kind in got)
+    assert "HIDDEN" not in nbformat.writes(shown)
+    assert unanswered == {"kn_bigram_prob"}  # renamed away: put back as handed out
