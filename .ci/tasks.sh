@@ -20,47 +20,39 @@ setup() {
     sandbox
 }
 
-# The sandbox of the class grader (autograder/sandbox.py): Debian's bubblewrap, installed with
-# apt-get where it can be; without it the grader falls back to `unshare` or no isolation, says so
-# in every result, and the tests that need it are skipped with the reason.
-sandbox() {
-    if command -v bwrap >/dev/null; then
-        return
-    fi
-    local sudo=""
+# A Debian package that a part of the project needs, installed with apt-get where it can be (as
+# root, or with sudo that asks no password); elsewhere a note says what is lost and how to install
+# it. Usage: apt_install PACKAGE "what it is for" "what happens without it"
+apt_install() {
+    local package=$1 purpose=$2 without=$3 sudo=""
     if [ "$(id -u)" != 0 ]; then
         sudo="sudo -n"
     fi
     if command -v apt-get >/dev/null \
         && $sudo apt-get update -qq >/dev/null 2>&1 \
-        && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq bubblewrap >/dev/null 2>&1; then
-        echo "installed bubblewrap for the grader's sandbox"
+        && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$package" >/dev/null 2>&1; then
+        echo "installed $package $purpose"
     else
-        echo "NOTE: could not install bubblewrap with apt-get; the class grader will isolate" \
-            "student code less (it says how in each result). Install it with:" \
-            "sudo apt-get install bubblewrap" >&2
+        echo "NOTE: could not install $package with apt-get (needs Debian/Ubuntu and root or" \
+            "sudo); $without. Install it with: sudo apt-get install $package" >&2
+    fi
+}
+
+# The sandbox of the class grader (autograder/sandbox.py): Debian's bubblewrap. Without it the
+# grader falls back to `unshare` or no isolation, says so in every result, and the tests that need
+# it are skipped with the reason.
+sandbox() {
+    if ! command -v bwrap >/dev/null; then
+        apt_install bubblewrap "for the grader's sandbox" \
+            "the class grader will isolate student code less (it says how in each result)"
     fi
 }
 
 # The headless browser of tests/test_browser.py: Debian's chromium, driven by pip's playwright
-# (`playwright install` downloads its own browser, which these machines cannot). Installed with
-# apt-get where it can be; otherwise the browser test is skipped and says why.
+# (`playwright install` downloads its own browser, which these machines cannot).
 browser() {
-    if [ -x /usr/bin/chromium ]; then
-        return
-    fi
-    local sudo=""
-    if [ "$(id -u)" != 0 ]; then
-        sudo="sudo -n"
-    fi
-    if command -v apt-get >/dev/null \
-        && $sudo apt-get update -qq >/dev/null 2>&1 \
-        && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null 2>&1; then
-        echo "installed chromium for the browser test"
-    else
-        echo "NOTE: could not install chromium with apt-get (needs Debian/Ubuntu and root or" \
-            "sudo); tests/test_browser.py will be skipped. Install it with:" \
-            "sudo apt-get install chromium" >&2
+    if [ ! -x /usr/bin/chromium ]; then
+        apt_install chromium "for the browser test" "tests/test_browser.py will be skipped"
     fi
 }
 
