@@ -409,11 +409,13 @@ def _bwrap_args(staging: Path | None, view: Path | None, limits: Limits) -> list
         "--new-session",
         "--clearenv",
         "--hostname", "sandbox",
-        *_bind_python(),
         "--proc", "/proc",
         "--dev", "/dev",
+        # the private /tmp first: a Python installed under /tmp (a virtual environment in a
+        # checkout there) is bound on top of it, not hidden by it
         "--perms", "1777", "--size", space, "--tmpfs", "/tmp",
         "--perms", "0777", "--size", space, "--tmpfs", "/home/student",
+        *_bind_python(),
         "--chdir", "/home/student",
         "--setenv", "HOME", "/home/student",
         "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
