@@ -34,7 +34,9 @@ Neural language models
     (V) whose forward maps word ids ``(B, T)`` (``torch.long``) to next-word scores (logits)
     ``(B, T, V)``: ``logits[b, t]`` scores the word that follows ``ids[b, t]``. A recurrent model
     also takes and returns a state, ``model(ids, state) -> (logits, state)`` (``state=None`` at
-    the start); a model without state (a transformer) returns the logits alone. If the model has a
+    the start); a model without state (a transformer) returns the logits alone. A model may
+    compute its own summed loss, ``loss(ids, targets) -> (nll, n)``, or, if it has the attribute
+    ``recurrent = True``, ``loss(ids, targets, state) -> (nll, n, state)``. If the model has a
     ``reset_parameters()`` method, seeded training calls it (otherwise every submodule's).
 
     :func:`stream` ``(sentences_ids) -> ids``: the corpus as one stream ``</s> s_1 </s> ...``.
@@ -315,10 +317,13 @@ def _segment_nll(logits: Any, y: Any, reduction: str) -> Any:
 def _nll(model: Any, x: Any, y: Any, state: Any) -> tuple[Any, int, Any]:
     """Summed negative log-likelihood of the targets ``y`` (B, T) given ``x`` (B, T), the number
     of counted targets, and the model's new state. A model with a ``loss(ids, targets) -> (nll,
-    n)`` method of its own (an adaptive softmax, say) computes it; otherwise the cross-entropy
-    of its logits."""
+    n)`` method of its own (an adaptive softmax, say) computes it, a recurrent one (attribute
+    ``recurrent = True``) as ``loss(ids, targets, state) -> (nll, n, state)``; otherwise the
+    cross-entropy of its logits."""
     own_loss = getattr(model, "loss", None)
     if callable(own_loss):
+        if getattr(model, "recurrent", False):  # loss(ids, targets, state) -> (nll, n, state)
+            return own_loss(x, y, state)
         nll, n = own_loss(x, y)
         return nll, n, None
     logits, state = _run(model, x, state)  # (B, T, V)
@@ -531,13 +536,8 @@ def train_lm(
             x = inputs[:, start : start + bptt]  # (B, T)
             y = targets[:, start : start + bptt]  # (B, T)
             start += bptt
-        if callable(getattr(model, "loss", None)):
-            nll, n = model.loss(x, y)  # the model's own summed loss (B, T) -> scalar
-            loss = nll / n
-        else:
-            logits, state = _run(model, x, _detach(state))  # (B, T, V)
-            loss = _segment_nll(logits, y, "mean")  # mean over the counted targets
-            n = int((y != IGNORE_INDEX).sum())
+        nll, n, state = _nll(model, x, y, _detach(state))  # summed over the n counted targets
+        loss = nll / n
         if warmup:
             for group in optimizer.param_groups:
                 group["lr"] = warmup_lr(step, lr, warmup)

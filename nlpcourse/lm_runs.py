@@ -20,8 +20,10 @@ probabilities are exact and normalised, so its perplexity is comparable with a f
 :func:`first_losses` re-runs the first updates of a recorded command; ``tests/test_records.py``
 checks that they reproduce the recorded losses, so a record cannot be typed by hand.
 
-Only the transformer command exists so far; chapter 4's LSTM and GRU language models are not yet
-trained by this module (see the report of issue 14).
+``python -m nlpcourse.lm_runs lstm`` and ``... gru`` train chapter 4's recurrent models
+(:class:`nlpcourse.rnn.RNNLM`, one layer of ``H = 512``, dropout 0.3 on the embeddings and the
+states, the same adaptive softmax) on the stream in segments of 35 words with the state carried
+(truncated BPTT), and evaluate them the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import torch
 from nlpcourse.data import brown_split
 from nlpcourse.lm import BENGIO_MIN_COUNT, build_vocab, encode, evaluate_perplexity, train_lm
 from nlpcourse.records import Recorder, load_record
+from nlpcourse.rnn import RNNLM
 from nlpcourse.transformer import TransformerLM
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -62,7 +65,29 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "threads": 2,
     },
 }
-NAMES = {"transformer": "transformer_lm"}
+# chapter 4's recurrent language models (nlpcourse.rnn.RNNLM): one layer, dropout on the
+# embeddings and the states (not the recurrence), the same adaptive softmax; read as 32 streams of
+# T = 35 words with the state carried between segments (truncated BPTT), evaluated the same way
+_RECURRENT = {
+    "E": 256,
+    "H": 512,
+    "T": 35,
+    "dropout": 0.3,
+    "cutoffs": [2000, 8000],
+    "batch_size": 32,
+    "peak_lr": 2e-3,
+    "warmup": 200,
+    "clip": 1.0,
+    "steps": 20000,
+    "eval_every": 500,
+    "valid_every_nth": 20,
+    "max_minutes": 58.0,
+    "seed": 0,
+    "threads": 1,
+}
+DEFAULTS["lstm"] = {**_RECURRENT, "cell": "lstm"}
+DEFAULTS["gru"] = {**_RECURRENT, "cell": "gru"}
+NAMES = {"transformer": "transformer_lm", "lstm": "lstm_lm", "gru": "gru_lm"}
 
 
 def load_data() -> tuple[list[str], list[list[int]], list[list[int]], list[list[int]]]:
@@ -72,9 +97,13 @@ def load_data() -> tuple[list[str], list[list[int]], list[list[int]], list[list[
     return vocab, encode(train, vocab), encode(valid, vocab), encode(test, vocab)
 
 
-def build_model(kind: str, config: dict[str, Any], V: int) -> TransformerLM:
-    if kind != "transformer":
+def build_model(kind: str, config: dict[str, Any], V: int) -> TransformerLM | RNNLM:
+    if kind not in DEFAULTS:
         raise ValueError(f"unknown model kind {kind!r}; known: {sorted(DEFAULTS)}")
+    if kind != "transformer":
+        return RNNLM(
+            V, config["E"], config["H"], config["cell"], config["dropout"], config["cutoffs"]
+        )
     return TransformerLM(
         V,
         D=config["D"],
@@ -110,8 +139,8 @@ def run(kind: str, overrides: dict[str, Any] | None = None, name: str | None = N
     if overrides:
         command += f" --config '{json.dumps(overrides)}'"
     rec = _Echo(Recorder(name, command, config))  # each point into the record and on screen
-    history = _train(model, config, train_ids, valid_ids[:: config["valid_every_nth"]], rec)
-    test_ppl = evaluate_perplexity(model, test_ids, bptt=config["T"], stride=config["T"] // 2)
+    history = _train(kind, model, config, train_ids, valid_ids[:: config["valid_every_nth"]], rec)
+    test_ppl = evaluate_perplexity(model, test_ids, bptt=config["T"], stride=_stride(kind, config))
     metrics: dict[str, Any] = {
         "test_ppl": test_ppl,
         "valid_sample_ppl": history["valid_ppl"][-1],
@@ -127,17 +156,25 @@ def run(kind: str, overrides: dict[str, Any] | None = None, name: str | None = N
     return metrics
 
 
+def _stride(kind: str, config: dict[str, Any]) -> int | None:
+    """How evaluation reads the text: a transformer in windows of ``T`` overlapping by half, a
+    recurrent model as segments with its state carried (no stride)."""
+    return config["T"] // 2 if kind == "transformer" else None
+
+
 def _train(
-    model: TransformerLM,
+    kind: str,
+    model: TransformerLM | RNNLM,
     config: dict[str, Any],
     train_ids: list[list[int]],
     valid_ids: list[list[int]] | None,
     recorder: Any,
     steps: int | None = None,
 ) -> dict[str, list[float]]:
-    """:func:`nlpcourse.lm.train_lm` with the recorded run's settings: windows of ``T`` words in a
-    random order, warm-up, the losses of the first 5 updates logged, no evaluation at step 0,
-    validation perplexity with windows overlapping by half."""
+    """:func:`nlpcourse.lm.train_lm` with the recorded run's settings: for a transformer,
+    windows of ``T`` words in a random order, for a recurrent model the stream in segments of
+    ``T`` with the state carried; warm-up, the losses of the first 5 updates logged, no
+    evaluation at step 0, validation perplexity read as the test split is (:func:`_stride`)."""
     return train_lm(
         model,
         train_ids,
@@ -151,8 +188,8 @@ def _train(
         seed=config["seed"],
         recorder=recorder,
         warmup=config["warmup"],
-        shuffle=True,
-        eval_stride=config["T"] // 2,
+        shuffle=kind == "transformer",
+        eval_stride=_stride(kind, config),
         eval_at_start=False,
         log_first=5,
         max_minutes=config["max_minutes"],
@@ -189,7 +226,7 @@ def first_losses(name: str, n_steps: int = 3) -> tuple[list[float], list[float]]
             if step <= n_steps:
                 again.append(values["train_loss"])
 
-    _train(model, config, train_ids, None, Collect(), steps=n_steps)
+    _train(kind, model, config, train_ids, None, Collect(), steps=n_steps)
     return recorded[:n_steps], again[:n_steps]
 
 

@@ -820,44 +820,94 @@ def forget_gate_product(layer: LSTM, x: Tensor, k: int) -> Tensor:
 
 
 class RNNLM(nn.Module):
-    """A recurrent language model: embedding, recurrent layer, linear map to ``V`` scores.
+    """A recurrent language model: embedding, recurrent layer, output layer over ``V`` words.
 
     ``P(w_{t+1} | w_1 .. w_t) = softmax(W_hy h_t + b_y)`` with ``h_t`` from the recurrent layer
     (``cell`` = ``"rnn"``, ``"lstm"`` or ``"gru"``, the layers of this module) reading the word
     embeddings. :meth:`forward` returns the scores (logits); the softmax is taken inside the loss.
     It is a language model in the sense of :mod:`nlpcourse.lm`: ids ``(B, T)`` and a state in,
     logits ``(B, T, V)`` and the new state out, so :func:`nlpcourse.lm.train_lm` trains it.
+
+    Two options for the recorded long runs (``python -m nlpcourse.lm_runs lstm``), both off by
+    default: ``dropout`` on the embeddings and on the states before the output layer (Zaremba,
+    Sutskever & Vinyals 2014: not on the recurrent connection), and ``cutoffs``, which replaces
+    ``W_hy`` by an adaptive softmax (Grave et al. 2017; ``torch.nn.AdaptiveLogSoftmaxWithLoss``)
+    whose head holds the ``cutoffs[0]`` most frequent words; its probabilities are exact and
+    normalised, so :meth:`forward` then returns log-probabilities, which are valid logits.
     """
 
     CELLS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
+    recurrent = True  # nlpcourse.lm: loss() takes and returns the state
 
-    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, cell: str = "lstm"):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_size: int,
+        hidden_size: int,
+        cell: str = "lstm",
+        dropout: float = 0.0,
+        cutoffs: Sequence[int] | None = None,
+    ):
         super().__init__()
         if cell not in self.CELLS:
             raise ValueError(f"cell must be one of {sorted(self.CELLS)}, got {cell!r}")
         if not isinstance(vocab_size, int) or vocab_size < 3:
             raise ValueError(f"vocab_size must be an integer >= 3, got {vocab_size!r}")
-        self.vocab_size, self.cell = vocab_size, cell
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.vocab_size, self.cell, self.dropout = vocab_size, cell, dropout
         self.embedding = nn.Embedding(vocab_size, emb_size)  # (V, E)
         self.rnn = self.CELLS[cell](emb_size, hidden_size)
-        self.output = nn.Linear(hidden_size, vocab_size)  # W_hy (V, H), b_y (V,)
+        self.output: nn.Linear | None = None
+        self.adaptive: nn.AdaptiveLogSoftmaxWithLoss | None = None
+        if cutoffs:
+            self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(
+                hidden_size, vocab_size, list(cutoffs), div_value=4.0
+            )
+        else:
+            self.output = nn.Linear(hidden_size, vocab_size)  # W_hy (V, H), b_y (V,)
 
-    def forward(self, ids: Tensor, state=None):
-        """``ids`` (B, T) -> ``(logits (B, T, V), final state)``; ``state`` as the layer's.
+    def hidden(self, ids: Tensor, state=None):
+        """``ids`` (B, T) -> ``(h (B, T, H), final state)``: the states the output layer reads.
 
         The recurrent layers read time first, so the embeddings are turned to (T, B, E) for them
-        and the states back to (B, T, H) before the output layer (turning the small hidden
-        states rather than the V scores per position saves a large copy)."""
+        and the states back to (B, T, H) (turning the small hidden states rather than the V
+        scores per position saves a large copy)."""
         if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.dtype != torch.long:
             shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"ids must be a (B, T) tensor of word ids (torch.long), got {shape}")
-        e = self.embedding(ids.T)  # (T, B, E)
+        e = F.dropout(self.embedding(ids.T), self.dropout, self.training)  # (T, B, E)
         hs, state = self.rnn(e, state)  # (T, B, H)
-        return self.output(hs.transpose(0, 1)), state  # (B, T, H) -> (B, T, V)
+        hs = F.dropout(hs, self.dropout, self.training)
+        return hs.transpose(0, 1), state  # (B, T, H)
+
+    def forward(self, ids: Tensor, state=None):
+        """``ids`` (B, T) -> ``(logits (B, T, V), final state)``; ``state`` as the layer's."""
+        h, state = self.hidden(ids, state)  # (B, T, H)
+        if self.adaptive is not None:
+            B, T, H = h.shape
+            return self.adaptive.log_prob(h.reshape(B * T, H)).view(B, T, -1), state
+        assert self.output is not None  # one of the two output layers exists
+        return self.output(h), state  # (B, T, V)
+
+    def loss(self, ids: Tensor, targets: Tensor, state=None):
+        """Summed negative log-likelihood of ``targets`` (B, T) given ``ids`` (B, T), the number
+        of counted targets (those not ``nlpcourse.lm.IGNORE_INDEX``) and the final state. With
+        an adaptive softmax only the clusters of the targets are computed, not all V scores."""
+        h, state = self.hidden(ids, state)  # (B, T, H)
+        y = targets.reshape(-1)  # (B*T,)
+        keep = y != IGNORE_INDEX
+        h, y = h.reshape(len(y), -1)[keep], y[keep]  # (N, H), (N,)
+        if self.adaptive is not None:
+            nll = -self.adaptive(h, y).output.sum()  # output: log P(y) of each row
+        else:
+            assert self.output is not None
+            nll = F.cross_entropy(self.output(h), y, reduction="sum")
+        return nll, int(keep.sum()), state
 
     def reset_parameters(self) -> None:
         """Draw every parameter again from its initial distribution (torch's defaults)."""
-        for module in (self.embedding, self.rnn, self.output):
+        for module in (self.embedding, self.rnn, self.output or self.adaptive):
             module.reset_parameters()
 
 

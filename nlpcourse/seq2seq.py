@@ -54,8 +54,8 @@ Deliberate departures, stated plainly:
 * The three scores are offered with the same placement so that only the score differs between
   them; the default placement is Luong's, for every score, the additive one included.
 * One layer in each direction, each direction ``H/2`` wide so that the keys have the decoder's
-  width ``D = H`` and the dot product is defined. No dropout, no input feeding (Luong et al.'s
-  feeding of ``o_{t-1}`` into the next step).
+  width ``D = H`` and the dot product is defined. No input feeding (Luong et al.'s feeding of
+  ``o_{t-1}`` into the next step). Dropout (off by default) only on the embeddings and ``o_t``.
 * Padding is ``<pad>`` = 0 at the end of a sequence; the backward encoder reads each word reversed
   within its own length, so padding never reaches a real position, and attention masks it.
 * The output layer never predicts ``<pad>`` or ``<s>`` (their scores are ``-inf``), so every
@@ -333,13 +333,14 @@ class Memory(NamedTuple):
 class Seq2Seq(nn.Module):
     """Bidirectional RNN encoder, RNN decoder, attention (module docstring).
 
-    ``Seq2Seq(V_x, V_y, E, H, attention, cell, placement)``: ``V_x`` letters and ``V_y`` phones
-    (ids 0, 1, 2 are ``<pad> <s> </s>``), embeddings of width ``E``, decoder width ``H`` (even),
-    ``attention`` one of ``"none" "dot" "bilinear" "additive"``, ``cell`` ``"gru"`` or
-    ``"lstm"`` (chapter 4's layers) and ``placement`` ``"luong"`` (the query is the new state
-    ``s_t``, eq. (s2s-dec)) or ``"bahdanau"`` (the query is ``s_{t-1}`` and the context is also
-    an input of the recurrent step, eq. (s2s-bahdanau)). ``src`` is (B, S) letter ids padded
-    with 0.
+    ``Seq2Seq(V_x, V_y, E, H, attention, cell, placement, dropout)``: ``V_x`` letters and
+    ``V_y`` phones (ids 0, 1, 2 are ``<pad> <s> </s>``), embeddings of width ``E``, decoder
+    width ``H`` (even), ``attention`` one of ``"none" "dot" "bilinear" "additive"``, ``cell``
+    ``"gru"`` or ``"lstm"`` (chapter 4's layers) and ``placement`` ``"luong"`` (the query is
+    the new state ``s_t``, eq. (s2s-dec)) or ``"bahdanau"`` (the query is ``s_{t-1}`` and the
+    context is also an input of the recurrent step, eq. (s2s-bahdanau)). ``dropout`` (0 by
+    default; the recorded run uses it) zeroes a share of the letter and phone embeddings and of
+    ``o_t`` while training. ``src`` is (B, S) letter ids padded with 0.
 
     The decoder's state is one tensor per word: ``s`` (N, H) for a GRU, ``[s ; m]`` (N, 2H) for
     an LSTM (``m`` its memory cell, which starts at 0), so beam search reorders it with one
@@ -355,6 +356,7 @@ class Seq2Seq(nn.Module):
         attention: str = "additive",
         cell: str = "gru",
         placement: str = "luong",
+        dropout: float = 0.0,
     ):
         super().__init__()
         if H % 2 or H < 2:
@@ -363,6 +365,9 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"cell must be one of {CELLS}, got {cell!r}")
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.dropout = dropout
         self.V_x, self.V_y, self.E, self.H, self.attention_kind = V_x, V_y, E, H, attention
         self.cell, self.placement = cell, placement
         RNN = GRU if cell == "gru" else LSTM
@@ -379,6 +384,10 @@ class Seq2Seq(nn.Module):
         never = torch.zeros(V_y, dtype=torch.bool)
         never[[PAD_ID, BOS_ID]] = True
         self.register_buffer("never_output", never, persistent=False)
+
+    def _drop(self, x: Tensor) -> Tensor:
+        """Dropout (only while training) on the embeddings and on ``o_t``; 0 by default."""
+        return F.dropout(x, self.dropout, self.training)
 
     # ------------------------------------------------------------------------------ encoder
     def _check_src(self, src: Tensor) -> Tensor:
@@ -397,7 +406,7 @@ class Seq2Seq(nn.Module):
         B, S = src.shape
         mask = src != PAD_ID  # (B, S)
         lengths = mask.sum(1)  # (B,)
-        e = self.emb_x(src)  # (B, S, E)
+        e = self._drop(self.emb_x(src))  # (B, S, E)
         h_fwd, _ = self.enc_fwd(e.transpose(0, 1))  # (S, B, H/2)
         # reverse each word within its own length: position j <-> L - 1 - j, padding stays put
         j = torch.arange(S).unsqueeze(0)  # (1, S)
@@ -441,6 +450,7 @@ class Seq2Seq(nn.Module):
         """``log softmax(W_o tanh(W_c [c_t ; s_t]))``, eq. (s2s-dec), over the last axis;
         ``<pad>`` and ``<s>`` get -inf. (N, [T,] D), (N, [T,] H) -> (N, [T,] V)."""
         o = torch.tanh(self.W_c(torch.cat([context, s], dim=-1)))  # (s2s-dec), (N, [T,] H)
+        o = self._drop(o)
         logits = self.W_o(o).masked_fill(self.never_output, -math.inf)  # (N, [T,] V)
         return torch.log_softmax(logits, dim=-1)
 
@@ -457,7 +467,8 @@ class Seq2Seq(nn.Module):
                 logps.append(logp_t)
             return torch.stack(logps, dim=1)  # (B, T, V)
         # Luong: the recurrence does not depend on attention, so all T states come first
-        s, _ = self.recur(self.emb_y(y_in).transpose(0, 1), state)  # (s2s-dec), (T, B, H)
+        e = self._drop(self.emb_y(y_in))  # (B, T, E)
+        s, _ = self.recur(e.transpose(0, 1), state)  # (s2s-dec), (T, B, H)
         s = s.transpose(0, 1)  # (B, T, H)
         _, context = self.attend(s, memory)  # (B, T, D)
         return self.predict(context, s)  # (B, T, V)
@@ -473,7 +484,7 @@ class Seq2Seq(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """One decoder step for N words: previous phones (N,) and states (N, H) or (N, 2H) ->
         log-probabilities (N, V), new states, attention weights (N, S) or None."""
-        e = self.emb_y(y_prev)  # (N, E)
+        e = self._drop(self.emb_y(y_prev))  # (N, E)
         if self.placement == "bahdanau":
             weights, context = self.attend(state[:, : self.H], memory)  # query s_{t-1}, (N, D)
             x = torch.cat([e, context], dim=1)  # (s2s-bahdanau), (N, E + D)
@@ -851,12 +862,14 @@ def train(
     callback: Callable[[int, float], None] | None = None,
     show_progress: bool = False,
     max_minutes: float | None = None,
+    decay_over: int | None = None,
 ) -> list[float]:
     """Adam with teacher forcing and gradient-norm clipping for ``steps`` batches (epochs are
     reshuffled with ``seed``). Returns the mean training loss of each ``log_every`` steps and
     calls ``callback(step, that mean)`` after each. With ``max_minutes`` training also stops at
     the first ``log_every`` boundary after that much training time (the callback's time is not
-    counted)."""
+    counted). With ``decay_over`` = N the learning rate falls linearly from ``lr`` at the first
+    step to ``lr / N`` at step N, ``lr_t = lr (N - t + 1) / N``; otherwise it stays ``lr``."""
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps} and {batch_size}")
     torch.manual_seed(seed)
@@ -876,6 +889,9 @@ def train(
         if not batches:
             batches = make_batches(pairs, batch_size, gen)
         src, tgt = batches.pop()
+        if decay_over:
+            for group in optimizer.param_groups:
+                group["lr"] = lr * max(decay_over - step + 1, 1) / decay_over
         loss = model.loss(src, tgt)  # type: ignore[operator]
         optimizer.zero_grad()
         loss.backward()
@@ -898,9 +914,11 @@ def train(
 
 CONFIGS: dict[str, dict[str, Any]] = {
     # the recorded run of the chapter (book/results/seq2seq_g2p.json)
+    # (dropout and a linear decay of the learning rate over all its steps, which are as many
+    # as one CPU core trains in about 28 minutes; max_minutes stops it if a machine is slower)
     "g2p": dict(
-        attention="additive", E=64, H=256, batch_size=128, lr=2e-3, clip=1.0, seed=0,
-        steps=20000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
+        attention="additive", E=64, H=256, dropout=0.2, batch_size=128, lr=2e-3, clip=1.0,
+        seed=0, steps=7800, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
         length_penalty=0.0,
     ),
 }  # fmt: skip
@@ -912,8 +930,29 @@ def build(
     """The vocabularies of ``train_split`` and a freshly seeded model of ``config``."""
     src, tgt = g2p_vocabs(train_split)
     torch.manual_seed(config["seed"])
-    model = Seq2Seq(len(src), len(tgt), config["E"], config["H"], config["attention"])
+    model = Seq2Seq(
+        len(src), len(tgt), config["E"], config["H"], config["attention"],
+        dropout=config.get("dropout", 0.0),
+    )  # fmt: skip
     return model, src, tgt
+
+
+def train_config(
+    model: Seq2Seq,
+    pairs: Sequence[tuple[list[int], list[int]]],
+    config: dict[str, Any],
+    steps: int | None = None,
+    callback: Callable[[int, float], None] | None = None,
+    show_progress: bool = False,
+) -> list[float]:
+    """:func:`train` with the settings of ``config`` (the first ``steps`` of them if given, on
+    the same learning-rate schedule), as the recorded command trains."""
+    return train(
+        model, pairs, config["steps"] if steps is None else steps, config["batch_size"],
+        config["lr"], config["clip"], config["seed"], config["log_every"], callback,
+        show_progress=show_progress, max_minutes=config["max_minutes"],
+        decay_over=config["steps"],
+    )  # fmt: skip
 
 
 def run_recorded(
@@ -935,7 +974,8 @@ def run_recorded(
     train_split, valid_split, test_split = cmudict_split()
     model, src, tgt = build(config, train_split)
     pairs = g2p_pairs(train_split, src, tgt)
-    valid = dict(list(valid_split.items())[: config["valid_words"]])
+    every = max(len(valid_split) // config["valid_words"], 1)  # a spread over the alphabet
+    valid = dict(list(valid_split.items())[::every][: config["valid_words"]])
     command = f"python -m nlpcourse.seq2seq train --config {name} --threads {threads}"
     rec = Recorder(f"seq2seq_{name}", command, config)
 
@@ -945,11 +985,7 @@ def run_recorded(
         model.train()
 
     start = time.perf_counter()
-    curve = train(
-        model, pairs, config["steps"], config["batch_size"], config["lr"], config["clip"],
-        config["seed"], config["log_every"], log, show_progress=True,
-        max_minutes=config["max_minutes"],
-    )  # fmt: skip
+    curve = train_config(model, pairs, config, callback=log, show_progress=True)
     minutes = (time.perf_counter() - start) / 60
     greedy = evaluate(model, test_split, src, tgt, method="greedy")
     beam = evaluate(

@@ -481,8 +481,7 @@ def test_the_recorded_run_reproduces_its_first_losses():
     model, src, tgt = s2s.build(config, train_split)
     pairs = s2s.g2p_pairs(train_split, src, tgt)
     n = config["log_every"]
-    curve = s2s.train(model, pairs, n, config["batch_size"], config["lr"], config["clip"],
-                      config["seed"], n)  # fmt: skip
+    curve = s2s.train_config(model, pairs, config, steps=n)
     assert record["curve"][0]["step"] == n
     assert curve[0] == pytest.approx(record["curve"][0]["train_loss"], rel=1e-4)
 
