@@ -918,7 +918,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # as one CPU core trains in about 28 minutes; max_minutes stops it if a machine is slower)
     "g2p": dict(
         attention="additive", E=64, H=256, dropout=0.2, batch_size=128, lr=2e-3, clip=1.0,
-        seed=0, steps=7800, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
+        seed=0, steps=10500, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
         length_penalty=0.0,
     ),
 }  # fmt: skip
