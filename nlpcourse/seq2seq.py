@@ -955,6 +955,13 @@ def train_config(
     )  # fmt: skip
 
 
+def validation_sample(valid_split: dict[str, list[Pron]], n: int) -> dict[str, list[Pron]]:
+    """The ``n`` words a recorded run validates on: every ``k``-th word of the validation split
+    in alphabetical order (``k = len // n``), so that they spread over the alphabet."""
+    every = max(len(valid_split) // n, 1)
+    return dict(sorted(valid_split.items())[::every][:n])
+
+
 def run_recorded(
     name: str, steps: int | None = None, record: bool = True, threads: int | None = 2
 ) -> dict[str, Any]:
@@ -974,8 +981,7 @@ def run_recorded(
     train_split, valid_split, test_split = cmudict_split()
     model, src, tgt = build(config, train_split)
     pairs = g2p_pairs(train_split, src, tgt)
-    every = max(len(valid_split) // config["valid_words"], 1)  # a spread over the alphabet
-    valid = dict(list(valid_split.items())[::every][: config["valid_words"]])
+    valid = validation_sample(valid_split, config["valid_words"])
     command = f"python -m nlpcourse.seq2seq train --config {name} --threads {threads}"
     rec = Recorder(f"seq2seq_{name}", command, config)
 

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from nlpcourse.data import brown_split
+from nlpcourse.records import load_record
 
 REPO = Path(__file__).resolve().parent.parent
 GLUE_MIME = "application/papermill.record/text/plain"  # myst-nb's glue(..., display=False)
@@ -266,7 +267,14 @@ def test_rnn_chapter_shows_measured_results(pages):
         assert page[f"lm_valid_{cell}"] < page["lm_step0_ppl"], cell
     assert page["bengio_ratio"] == pytest.approx(252 / 323)  # Bengio et al. (2003), Table 1
     assert page["lstm_vs_kn"] == pytest.approx(page["lm_test_lstm"] / kn)
-    assert len(page.figures()) >= 3, "the chapter's figures are missing"
+    # the recorded long run: the page shows its record, against this page's Kneser-Ney
+    record = load_record("lstm_lm")
+    assert page["lstm_long_ppl"] == pytest.approx(record["metrics"]["test_ppl"])
+    assert page["lstm_long_ratio"] == pytest.approx(
+        record["metrics"]["test_ppl"] / page["kn_test_full"]
+    )
+    assert page["long_H"] == record["config"]["H"]
+    assert len(page.figures()) >= 4, "the chapter's figures are missing"
 
 
 @pytest.mark.slow
