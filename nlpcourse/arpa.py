@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import io
-import itertools
 import operator
 import re
 from collections.abc import Iterable, Sequence
@@ -216,6 +215,94 @@ def _write_section(f, names: list[str], ids: np.ndarray, logp: np.ndarray, logb)
 
 # ------------------------------------------------------------------------------------ reading
 
+_EMPTY = np.iinfo(np.int64).min  # a free slot: no n-gram key is this negative
+_FIBONACCI = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: multiplicative hashing (Knuth, TAOCP 6.4)
+
+
+class _Table:
+    """A hash table of one order's integer n-gram keys, searched for many keys at once in numpy.
+
+    Open addressing with linear probing (Knuth, TAOCP 6.4): a key's home slot is the top ``bits``
+    bits of ``key * _FIBONACCI mod 2**64``; a key that finds its home taken goes to the next slot,
+    and so on, and a search walks the same way until it meets the key or a free slot. A key's slot
+    is its *row*: the caller keeps each n-gram's numbers in arrays indexed by slot. At most half the
+    slots are taken, so a search takes about 1.5 steps on average; the rounds of :meth:`find` take
+    one step for all the keys still searching, so the work is a few numpy passes, not a Python
+    loop per key.
+    """
+
+    def __init__(self, keys: np.ndarray):
+        bits = max(1, int(2 * len(keys) - 1).bit_length())  # 2**bits >= 2 * len(keys)
+        self.shift = np.uint64(64 - bits)
+        self.mask = (1 << bits) - 1
+        self.keys = np.full(1 << bits, _EMPTY, dtype=np.int64)  # (2**bits,) the key in each slot
+        self.slots = self._insert(np.asarray(keys, dtype=np.int64))  # (K,) where each key went
+
+    def _insert(self, keys: np.ndarray) -> np.ndarray:
+        """Place ``keys`` (unique, or ``ValueError``), all at once: in each round every key not
+        placed yet tries its current slot; of the keys that find it free one wins it, and the
+        others step on to the next slot. The slots a key passed were all taken, so a search from
+        its home finds it before any free slot."""
+        slots = np.full(len(keys), -1, dtype=np.int64)
+        claim = np.full(len(self.keys), -1, dtype=np.int64)  # which key claimed a slot
+        slot, todo = self.home(keys), np.arange(len(keys))  # (K,), (T,) keys not placed yet
+        while len(todo):
+            free = todo[self.keys[slot[todo]] == _EMPTY]
+            claim[slot[free]] = free  # several keys may claim one slot: one of them wins it
+            won = free[claim[slot[free]] == free]
+            self.keys[slot[won]] = keys[won]
+            slots[won] = slot[won]
+            todo = todo[slots[todo] < 0]
+            if (self.keys[slot[todo]] == keys[todo]).any():  # equal keys travel together
+                raise ValueError("a key is inserted twice")
+            slot[todo] = (slot[todo] + 1) & self.mask
+        return slots
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def home(self, keys: np.ndarray) -> np.ndarray:
+        """Home slots: the top bits of ``keys * _FIBONACCI``, in 64-bit arithmetic that wraps."""
+        product = keys.astype(np.int64).view(np.uint64) * np.uint64(_FIBONACCI)
+        return (product >> self.shift).view(np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The slot of each key, -1 for a key that is not in the table."""
+        slot = self.home(keys)  # (Q,)
+        here = self.keys[slot]
+        out = np.where(here == keys, slot, -1)  # (Q,)
+        todo = np.flatnonzero((here != keys) & (here != _EMPTY))  # still searching
+        while len(todo):
+            slot[todo] = (slot[todo] + 1) & self.mask
+            here = self.keys[slot[todo]]
+            hit = here == keys[todo]
+            out[todo[hit]] = slot[todo[hit]]
+            todo = todo[~hit & (here != _EMPTY)]
+        return out
+
+    def find_one(self, key: int) -> int:
+        """:meth:`find` for one key, as it reads: walk from the home slot to the key or a gap."""
+        slot = ((key * _FIBONACCI) % 2**64) >> int(self.shift)
+        while self.keys[slot] != _EMPTY:
+            if self.keys[slot] == key:
+                return slot
+            slot = (slot + 1) & self.mask
+        return -1
+
+
+class _WordIds(dict):
+    """Word to id; a word outside the vocabulary reads as ``unk``, a token that is not a string
+    raises ``TypeError`` (the dictionary's own look-up does the work, in C, for known words)."""
+
+    def __init__(self, words: list[str], unk: int):
+        super().__init__({w: i for i, w in enumerate(words)})
+        self.unk = unk
+
+    def __missing__(self, word: object) -> int:
+        if type(word) is not str:
+            raise TypeError(f"the token {word!r} is not a string")
+        return self.unk
+
 
 class ArpaLM:
     """A back-off language model read from an ARPA file, scored with arrays.
@@ -227,27 +314,32 @@ class ArpaLM:
     (probability 0 if the file has no ``<unk>``).
 
     Attributes: ``order``, ``vocab`` (every unigram, ``<s>`` included), ``index_`` (word to id),
-    ``base_ = |V| + 1``, and per order m a hash table ``keys_[m]`` of the m-gram keys, with
-    ``log10_p_[m]`` and ``log10_b_[m]`` in the same rows plus one last entry, read by row -1
-    (an n-gram that is not listed): log10 b = 0 (b = 1), and log10 p = -inf for the unigram of a
-    word outside the vocabulary, whose id is -1.
+    ``base_ = |V| + 1``, and per order m >= 2 a hash table ``tables_[m]`` (:class:`_Table`) of the
+    m-gram keys. An m-gram's *row* is its word id (m = 1) or its slot in that table; ``log10_p_[m]``
+    and, below the top order, ``log10_b_[m]`` hold its numbers in that row, plus one last entry
+    read by row -1 (an n-gram that is not listed): log10 b = 0 (b = 1), and log10 p = -inf for
+    the unigram of a word outside the vocabulary, whose id is -1.
     """
 
     def __init__(self, order: int, vocab: list[str], levels: list[Level]):
         self.order = order
         self.vocab = vocab
         self.index_ = {w: i for i, w in enumerate(vocab)}
+        self._ids = _WordIds(vocab, self.index_.get(UNK, -1))  # for whole corpora
         # Keys are written in base |V|+1: the id -1 of an unknown word is the digit |V| in them,
         # which no listed n-gram has, so an n-gram with an unknown word is never found.
         self.base_ = len(vocab) + 1
-        self.keys_: dict[int, pd.Index] = {}  # per order, a hash table of the n-gram keys
+        self.tables_: dict[int, _Table] = {}
         self.log10_p_: dict[int, np.ndarray] = {}
         self.log10_b_: dict[int, np.ndarray] = {}
+        self._prefixes_listed: dict[
+            int, bool
+        ] = {}  # does every m-gram's (m-1)-gram prefix have a row
         for m, (ids, logp, logb) in enumerate(levels, start=1):
             if m == 1:
                 if not (ids[:, 0] == np.arange(len(ids))).all():
                     raise ValueError("the unigrams must be numbered 0, 1, ... in file order")
-                keys = ids[:, 0]
+                rows, size = ids[:, 0], len(ids)
             else:
                 suffix = self._rows(ids[:, 1:])
                 if (suffix < 0).any():
@@ -257,30 +349,34 @@ class ArpaLM:
                         f"not its suffix {' '.join(vocab[u] for u in g[1:])!r}; a back-off file "
                         "needs it (KenLM's lmplz and unpruned SRILM models always have it)"
                     )
-                keys = suffix * self.base_ + ids[:, 0]
-            self.keys_[m] = pd.Index(keys)
-            if not self.keys_[m].is_unique:
-                raise ValueError(f"the ARPA file lists some {m}-gram twice")
-            self.log10_p_[m] = np.append(np.asarray(logp, dtype=float), -np.inf)  # row -1
-            self.log10_b_[m] = np.append(np.asarray(logb, dtype=float), 0.0)  # row -1: b = 1
+                try:
+                    self.tables_[m] = _Table(suffix * self.base_ + ids[:, 0])
+                except ValueError:
+                    raise ValueError(f"the ARPA file lists some {m}-gram twice") from None
+                rows, size = self.tables_[m].slots, len(self.tables_[m].keys)
+                self._prefixes_listed[m] = bool((self._rows(ids[:, :-1]) >= 0).all())
+            self.log10_p_[m] = np.full(size + 1, -np.inf)  # the last entry is row -1
+            self.log10_p_[m][rows] = logp
+            if m < order:  # the top order's weights are never used
+                self.log10_b_[m] = np.zeros(size + 1)  # row -1: b = 1
+                self.log10_b_[m][rows] = logb
 
     # ---------------------------------------------------------------- one n-gram at a time
 
     def _row(self, ids: Sequence[int]) -> int:
-        """The row of the n-gram ``ids`` (first word first) in its order's table, or -1 if it is
-        not listed: start at the last word (a unigram's row is its id) and put the words before
-        it in front, one hash look-up per word (the key of ``u g`` is ``row(g) * base_ + u``)."""
+        """The row of the n-gram ``ids`` (first word first), or -1 if it is not listed: start at
+        the last word (a unigram's row is its id) and put the words before it in front, one hash
+        look-up per word (the key of ``u g`` is ``row(g) * base_ + u``)."""
         row = ids[-1]
         for j in range(2, len(ids) + 1):
-            key = row * self.base_ + ids[-j]
-            row = self.keys_[j].get_loc(key) if key in self.keys_[j] else -1
+            row = self.tables_[j].find_one(row * self.base_ + ids[-j]) if row >= 0 else -1
         return int(row)
 
     def _rows(self, ids: np.ndarray) -> np.ndarray:
         """:meth:`_row` for many m-grams ``ids`` (K, m) at once: one look-up per order."""
         row = ids[:, -1]  # (K,)
-        for j in range(2, ids.shape[1] + 1):  # a row -1 gives a negative key, never found
-            row = self.keys_[j].get_indexer(row * self.base_ + ids[:, -j])
+        for j in range(2, ids.shape[1] + 1):
+            row = np.where(row >= 0, self.tables_[j].find(row * self.base_ + ids[:, -j]), -1)
         return row
 
     def _encode(self, word: str) -> int:
@@ -290,10 +386,10 @@ class ArpaLM:
         """log10 P(word | context) by eq. (ngram-backoff) as it reads, one n-gram at a time (the
         readable twin of :meth:`log10_probs`, tested equal): the listed probability of ``h w``
         if there is one, else ``log10 b(h)`` plus the same for the history shortened by its first
-        word. A context shorter than order-1 starts the sentence."""
-        n = self.order
-        h = [self.index_[BOS]] * (n - 1) + [self._encode(u) for u in context]
-        return self._backoff(h[len(h) - (n - 1) :], self._encode(word))
+        word. The sentence starts with one ``<s>``, as in the toolkits: a context shorter than
+        order-1 is that ``<s>`` and the context."""
+        h = [self.index_[BOS]] + [self._encode(u) for u in context]
+        return self._backoff(h[max(0, len(h) - (self.order - 1)) :], self._encode(word))
 
     def _backoff(self, h: list[int], w: int) -> float:
         row = self._row(h + [w])
@@ -315,54 +411,53 @@ class ArpaLM:
     # ---------------------------------------------------------------- a whole corpus at once
 
     def _log10_stream(self, stream: np.ndarray) -> np.ndarray:
-        """log10 P(stream[p] | the n-1 ids before p) at every position p, eq. (ngram-backoff),
-        every position at once and one order at a time.
+        """log10 P(stream[p] | the words before p in its sentence) at every position p, by eq.
+        (ngram-backoff), every position at once and one order at a time. ``stream`` is the corpus
+        as ids, each sentence as ``<s> w1 ... wk </s>`` (:meth:`_stream`).
 
         ``row[p]`` is the row of the m-gram ending at p (-1 if it is not listed) and ``logp[p]``
         the log10 probability of the token at p under the file cut at order m. Going up one
         order is eq. (ngram-backoff) itself: the token backs off to order m-1 with the weight of
         its context (the (m-1)-gram ending at p-1), unless the m-gram ending at p is listed, and
-        then its probability is read. Only an m-gram whose suffix (the (m-1)-gram ending at p) is
-        listed can be listed, so from order 3 on only those positions are looked up.
+        then its probability is read. An m-gram is looked up only where it can be listed: it lies
+        within the sentence (``<s>`` at most its first word), its suffix (the (m-1)-gram ending at
+        p) is listed, and so is its prefix (ending at p-1) when the file lists every prefix.
         """
         M = len(stream)
+        starts = np.where(stream == self.index_[BOS], np.arange(M), 0)
+        offset = np.arange(M) - np.maximum.accumulate(starts)  # (M,) position in the sentence
         row = stream  # (M,) a unigram's row is its word id (-1: unknown, the sentinel row)
         logp = self.log10_p_[1][row]  # (M,) order 1
         for m in range(2, self.order + 1):
             ctx = row  # (M,) rows of the (m-1)-grams ending at each position
+            possible = (ctx[1:] >= 0) & (offset[1:] >= m - 1)  # (M-1,) for positions 1, 2, ...
+            if self._prefixes_listed[m]:
+                possible &= ctx[:-1] >= 0
+            live = np.flatnonzero(possible) + 1  # (L,)
             row = np.full(M, -1, dtype=np.int64)  # (M,) rows of the m-grams
-            if m == 2:  # nearly every unigram is listed: look every position up
-                row[1:] = self.keys_[2].get_indexer(ctx[1:] * self.base_ + stream[:-1])
-            else:
-                live = np.flatnonzero(ctx[m - 1 :] >= 0) + (m - 1)  # (L,) suffix listed
-                key = ctx[live] * self.base_ + stream[live - m + 1]  # (L,)
-                row[live] = self.keys_[m].get_indexer(key)
+            row[live] = self.tables_[m].find(ctx[live] * self.base_ + stream[live - m + 1])
             logp[1:] += self.log10_b_[m - 1][ctx[:-1]]  # back off (row -1 reads b = 1) ...
             listed = np.flatnonzero(row >= 0)
             logp[listed] = self.log10_p_[m][row[listed]]  # ... unless the m-gram is listed
-        return logp
+        return logp[offset > 0]  # the predicted tokens: all but the <s>
 
     def _stream(self, sentences: list[list[str]]) -> np.ndarray:
-        """The corpus as one id stream, each sentence preceded by n-1 ``<s>`` and followed by
-        ``</s>``. The words are looked up as ``[index_.get(w, unk) for w in sentence]`` would,
-        but over the whole corpus in one pass that runs in C (``map`` and ``np.fromiter``).
+        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``. The words are
+        looked up as ``[index_.get(w, unk) for w in sentence]`` would, but over the whole corpus
+        in one pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``).
         Raises ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
-        n, bos, eos = self.order, self.index_[BOS], self.index_[EOS]
-        unk = self.index_.get(UNK, -1)  # unknown words read as <unk> (-1: the file has none)
+        bos, eos = self.index_[BOS], self.index_[EOS]
         flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # (W,) all the words
-        words = np.fromiter(map(self.index_.get, flat, itertools.repeat(unk)), np.int64, len(flat))
-        # Every vocabulary word is a string, so only a token read as unknown can be something else
-        unknown = map(flat.__getitem__, np.flatnonzero(words == unk).tolist())
-        if not set(map(type, unknown)) <= {str}:
-            raise TypeError("a token is not a string")
+        words = np.fromiter(map(self._ids.__getitem__, flat), np.int64, len(flat))
         if ((words == bos) | (words == eos)).any():
             raise ValueError("a sentence holds <s> or </s>")
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
-        sentence = np.repeat(np.arange(len(sentences)), lengths)  # (W,) which sentence
-        at = np.arange(len(flat)) + n * sentence + (n - 1)  # (W,) each sentence adds n slots
-        stream = np.full(len(flat) + n * len(sentences), bos, dtype=np.int64)  # (M,)
-        stream[at] = words
-        stream[np.cumsum(lengths + n) - 1] = eos  # each sentence's </s>
+        ends = np.cumsum(lengths + 2)  # (S,) one past each sentence's </s>
+        stream = np.empty(len(flat) + 2 * len(sentences), dtype=np.int64)  # (M,)
+        inside = np.ones(len(stream), dtype=bool)
+        inside[ends - lengths - 2] = inside[ends - 1] = False
+        stream[ends - lengths - 2], stream[ends - 1] = bos, eos
+        stream[inside] = words
         return stream
 
     def log10_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
@@ -374,7 +469,7 @@ class ArpaLM:
         except (TypeError, ValueError):  # check_sentences names the sentence and the token
             check_sentences(sentences, "log10_probs")
             raise
-        return self._log10_stream(stream)[stream != self.index_[BOS]]  # the predicted tokens
+        return self._log10_stream(stream)
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
         """Perplexity with every word and each ``</s>`` counted, eq. (ngram-ppl)."""
@@ -382,8 +477,8 @@ class ArpaLM:
         return float(10 ** (-logs.mean()))
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{m}-grams: {len(k)}" for m, k in self.keys_.items())
-        return f"ArpaLM(order={self.order}, {sizes})"
+        sizes = ", ".join(f"{m}-grams: {len(t)}" for m, t in self.tables_.items())
+        return f"ArpaLM(order={self.order}, 1-grams: {len(self.vocab)}, {sizes})"
 
 
 _HEADER = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)")
