@@ -283,3 +283,44 @@ def test_a_file_in_srilm_conventions_worked_by_hand(tmp_path):
     # P(b | <s> b): neither "<s> b b" nor "b b" is listed; b(b) is written as -1.5e-01
     assert lm.log10_prob("b", ["b"]) == pytest.approx(-0.15 - 0.6)
     assert lm.log10_prob("a", ["a", "b"]) == pytest.approx(-0.1 - 0.45)
+
+
+def test_the_numpy_hash_table_finds_what_a_dict_finds():
+    """_Table (open addressing, searched for many keys at once) against Python's dict, with keys
+    that crowd a few home slots (multiples of a power of two), negative keys and absent keys."""
+    from nlpcourse.arpa import _Table
+
+    rng = np.random.default_rng(0)
+    keys = np.unique(np.concatenate([rng.integers(-(2**40), 2**40, 3000), np.arange(500) << 20]))
+    keys = rng.permutation(keys)
+    table = _Table(keys)
+    slot_of = dict(zip(keys.tolist(), table.slots.tolist(), strict=True))
+    assert len(set(slot_of.values())) == len(keys)  # one key per slot
+    queries = np.concatenate([keys, rng.integers(-(2**40), 2**40, 3000), [-1, 0, 2**62]])
+    want = [slot_of.get(q, -1) for q in queries.tolist()]
+    assert table.find(queries).tolist() == want
+    assert [table.find_one(q) for q in queries[::50].tolist()] == want[::50]
+    assert (table.keys[table.slots] == keys).all()
+    with pytest.raises(ValueError, match="twice"):
+        _Table(np.array([5, 7, 5]))
+
+
+def test_a_file_with_a_missing_prefix_and_an_unreachable_ngram(tmp_path):
+    """An n-gram whose prefix is not listed ("a b c" without "a b", as a pruned file may have)
+    is still found; and "<s> <s> a", which a toolkit never looks up (a sentence starts with one
+    <s>), is not used. Expected values worked out from the lines."""
+    path = tmp_path / "gaps.arpa"
+    path.write_text(
+        "\\data\\\nngram 1=5\nngram 2=3\nngram 3=2\n\n"
+        "\\1-grams:\n-99\t<s>\t-0.3\n-0.5\ta\t-0.2\n-0.4\tb\t-0.1\n-0.6\tc\n-0.7\t</s>\n\n"
+        "\\2-grams:\n-0.15\t<s> <s>\t-0.05\n-0.25\tb c\t-0.01\n-0.35\t<s> a\n\n"
+        "\\3-grams:\n-0.05\ta b c\n-0.01\t<s> <s> a\n\n\\end\\\n"
+    )
+    lm = read_arpa(path)
+    # <s> a: "<s> a" listed (-0.35); a b: "a b" not listed, b(a) = -0.2, P(b) = -0.4;
+    # a b c: listed (-0.05) although "a b" is not; </s> after "b c": b(b c) = -0.01, "c </s>"
+    # not listed, b(c) = 0, P(</s>) = -0.7
+    want = [-0.35, -0.2 - 0.4, -0.05, -0.01 - 0.7]
+    np.testing.assert_allclose(lm.log10_probs([["a", "b", "c"]]), want, atol=1e-12)
+    twin = [lm.log10_prob(w, ["a", "b", "c"][:i]) for i, w in enumerate(["a", "b", "c", "</s>"])]
+    np.testing.assert_allclose(twin, want, atol=1e-12)
