@@ -34,6 +34,8 @@ Reading (:func:`read_arpa`) builds, per order, a hash table of integer keys in w
 reversed trie in arrays). :meth:`ArpaLM.log10_prob` applies eq. (ngram-backoff) as it reads, one
 n-gram at a time; :meth:`ArpaLM.log10_probs` scores a whole corpus with the same recursion, one
 vectorised hash look-up per order for all its positions at once (tested equal to the first).
+:meth:`ArpaLM.log10_probs_text` scores text (one sentence per line) the same way, reading the
+words from their bytes with a 64-bit hash, as KenLM does, instead of one Python string per word.
 """
 
 from __future__ import annotations
@@ -304,6 +306,73 @@ class _WordIds(dict):
         return self.unk
 
 
+_HASH_P = 0x100000001B3  # FNV's 64-bit prime: odd, so invertible modulo 2**64
+_HASH_P_INV = pow(_HASH_P, -1, 2**64)
+
+
+_POWERS: dict[int, np.ndarray] = {}  # base -> its powers computed so far
+
+
+def _powers(base: int, n: int) -> np.ndarray:
+    """``base**0, base**1, ..., base**(n-1)`` modulo 2**64, (n,) uint64 (numpy's integer
+    products wrap modulo 2**64); kept, and computed again only for a longer text."""
+    known = _POWERS.get(base)
+    if known is None or len(known) < n:
+        out = np.full(max(n, 2 * len(known) if known is not None else n), base, dtype=np.uint64)
+        out[0] = 1
+        known = _POWERS[base] = np.cumprod(out, dtype=np.uint64)
+    return known[:n]
+
+
+def word_hash(word: bytes) -> int:
+    """The 64-bit hash of a word's bytes that :meth:`ArpaLM.log10_probs_text` uses, written as a
+    plain loop: ``h = sum_j b_j P**j mod 2**64`` over its bytes ``b_0 b_1 ...`` (the readable twin
+    of :func:`_span_hashes`, tested equal)."""
+    return sum(b * pow(_HASH_P, j, 2**64) for j, b in enumerate(word)) % 2**64
+
+
+def _split_text(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut ``text`` (sentences on lines, words separated by one space) into word spans without a
+    Python object per word: returns the UTF-8 bytes (N,) with a newline added at both ends, the
+    start and end of every word (W,) in them, and each sentence's number of words (S,).
+
+    Every byte that is a space or a newline ends a span; a span between two newlines is an empty
+    sentence; any other empty span (two spaces in a row, a space at either end of a line) or a tab
+    or carriage return is refused with ``ValueError``."""
+    buf = np.frombuffer(b"\n" + text.encode("utf-8") + b"\n", dtype=np.uint8)  # (N,)
+    sep = np.flatnonzero(buf <= 32)  # (K,) spaces, newlines and any other control byte
+    if ((buf[sep] != 32) & (buf[sep] != 10)).any():
+        raise ValueError(
+            "the text holds a tab, a carriage return or another control character: separate "
+            "words by one space and sentences by a newline"
+        )
+    starts, ends = sep[:-1] + 1, sep[1:]  # (K-1,) the spans between separators
+    is_line = buf[sep] == 10  # (K,)
+    empty = starts == ends
+    empty_line = empty & is_line[:-1] & is_line[1:]
+    if (empty & ~empty_line).any():
+        at = int(np.count_nonzero(is_line[: int(np.flatnonzero(empty & ~empty_line)[0]) + 1]))
+        raise ValueError(
+            f"line {at} of the text has two spaces in a row or a space at its start or end: "
+            "separate words by exactly one space"
+        )
+    sentence = np.cumsum(is_line[:-1]) - 1  # (K-1,) the sentence each span belongs to
+    word = ~empty
+    lengths = np.bincount(sentence[word], minlength=int(sentence[-1]) + 1)  # (S,)
+    return buf, starts[word], ends[word], lengths
+
+
+def _span_hashes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """:func:`word_hash` of every span ``buf[s:e]`` at once, as int64 (the same 64 bits): with
+    the prefix sums ``A[i] = sum_{k<i} b_k P**k``, a span's sum ``A[e] - A[s]`` is ``P**s`` times
+    its hash, so the hash is ``(A[e] - A[s]) * P**-s`` (all modulo 2**64)."""
+    n = len(buf)
+    A = np.zeros(n + 1, dtype=np.uint64)  # (N+1,)
+    np.cumsum(buf.astype(np.uint64) * _powers(_HASH_P, n), dtype=np.uint64, out=A[1:])
+    h = (A[ends] - A[starts]) * _powers(_HASH_P_INV, n)[starts]  # (W,)
+    return h.view(np.int64)
+
+
 class ArpaLM:
     """A back-off language model read from an ARPA file, scored with arrays.
 
@@ -446,14 +515,19 @@ class ArpaLM:
         looked up as ``[index_.get(w, unk) for w in sentence]`` would, but over the whole corpus
         in one pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``).
         Raises ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
-        bos, eos = self.index_[BOS], self.index_[EOS]
         flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # (W,) all the words
         words = np.fromiter(map(self._ids.__getitem__, flat), np.int64, len(flat))
+        lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
+        return self._assemble(words, lengths)
+
+    def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The stream ``<s> w1 ... wk </s>`` of every sentence, from the word ids (W,) of all the
+        sentences and each sentence's number of words (S,). ``ValueError`` on ``<s>``/``</s>``."""
+        bos, eos = self.index_[BOS], self.index_[EOS]
         if ((words == bos) | (words == eos)).any():
             raise ValueError("a sentence holds <s> or </s>")
-        lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
         ends = np.cumsum(lengths + 2)  # (S,) one past each sentence's </s>
-        stream = np.empty(len(flat) + 2 * len(sentences), dtype=np.int64)  # (M,)
+        stream = np.empty(len(words) + 2 * len(lengths), dtype=np.int64)  # (M,)
         inside = np.ones(len(stream), dtype=bool)
         inside[ends - lengths - 2] = inside[ends - 1] = False
         stream[ends - lengths - 2], stream[ends - 1] = bos, eos
@@ -470,6 +544,39 @@ class ArpaLM:
             check_sentences(sentences, "log10_probs")
             raise
         return self._log10_stream(stream)
+
+    @functools.cached_property
+    def _hash_ids(self) -> tuple[_Table, np.ndarray]:
+        """The vocabulary's word hashes in a :class:`_Table`, and the word id of each slot (the
+        last entry, read by slot -1, is the id of ``<unk>``)."""
+        buf, starts, ends, _ = _split_text("\n".join(self.vocab))
+        if len(starts) != len(self.vocab):
+            raise ValueError("a vocabulary word holds a space or is empty: it has no text form")
+        try:
+            table = _Table(_span_hashes(buf, starts, ends))
+        except ValueError:
+            raise ValueError("two vocabulary words share a 64-bit hash") from None
+        ids = np.full(len(table.keys) + 1, self.index_.get(UNK, -1), dtype=np.int64)
+        ids[table.slots] = np.arange(len(self.vocab))
+        return table, ids
+
+    def log10_probs_text(self, text: str) -> np.ndarray:
+        """:meth:`log10_probs` of ``text``: one sentence per line (a last newline is optional;
+        an empty line is an empty sentence), words separated by exactly one space.
+
+        The same numbers as ``log10_probs([line.split(" ") for line in lines])``, computed as
+        KenLM does, from the words' bytes rather than one Python string per word: the text is
+        cut into words by :func:`_split_text`, each word is hashed at once by
+        :func:`_span_hashes`, and the hashes are looked up in a table of the vocabulary's hashes.
+        As in KenLM's vocabulary, a word outside the vocabulary whose 64-bit hash equals a
+        vocabulary word's would be read as that word: a chance of about |V| / 2**64 per word.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, one sentence per line, got {type(text).__name__}")
+        buf, starts, ends, lengths = _split_text(text[:-1] if text.endswith("\n") else text)
+        table, ids = self._hash_ids
+        words = ids[table.find(_span_hashes(buf, starts, ends))]  # (W,) slot -1 -> <unk>
+        return self._log10_stream(self._assemble(words, lengths))
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
         """Perplexity with every word and each ``</s>`` counted, eq. (ngram-ppl)."""

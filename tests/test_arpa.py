@@ -177,8 +177,12 @@ def test_kenlm_agrees_on_the_brown_test_split(tmp_path, order, min_count):
     # ARPA keeps 9 digits and KenLM adds in float32: about 1e-6 in log10 per token
     np.testing.assert_allclose(ken, ours, atol=1e-5)
     assert 10 ** -ken.mean() == pytest.approx(model.perplexity(test), rel=1e-5)
-    # and our own reader gives the same as the model
-    np.testing.assert_allclose(read_arpa(path).log10_probs(test), ours, atol=1e-7)
+    # and our own reader gives the same as the model, from tokens and from text alike
+    reader = read_arpa(path)
+    from_tokens = reader.log10_probs(test)
+    np.testing.assert_allclose(from_tokens, ours, atol=1e-7)
+    text = "\n".join(" ".join(s) for s in test)
+    np.testing.assert_array_equal(reader.log10_probs_text(text), from_tokens)
     assert math.isfinite(ken.sum())
 
 
@@ -324,3 +328,58 @@ def test_a_file_with_a_missing_prefix_and_an_unreachable_ngram(tmp_path):
     np.testing.assert_allclose(lm.log10_probs([["a", "b", "c"]]), want, atol=1e-12)
     twin = [lm.log10_prob(w, ["a", "b", "c"][:i]) for i, w in enumerate(["a", "b", "c", "</s>"])]
     np.testing.assert_allclose(twin, want, atol=1e-12)
+
+
+# ------------------------------------------------------------------ scoring text given as bytes
+
+
+def test_word_hashes_at_once_equal_the_plain_loop():
+    """_span_hashes (prefix sums over the whole text) against word_hash (a loop over one word's
+    bytes), on random words of ASCII and multi-byte UTF-8 characters."""
+    from nlpcourse.arpa import _span_hashes, _split_text, word_hash
+
+    rng = np.random.default_rng(0)
+    letters = list("abcdefghijklmnopqrstuvwxyz'-.") + ["é", "ß", "中", "😀"]
+    words = ["".join(rng.choice(letters, size=rng.integers(1, 12))) for _ in range(300)]
+    buf, starts, ends, lengths = _split_text(" ".join(words[:150]) + "\n" + " ".join(words[150:]))
+    assert lengths.tolist() == [150, 150]
+    want = [word_hash(w.encode()) for w in words]
+    assert _span_hashes(buf, starts, ends).view(np.uint64).tolist() == want
+
+
+@pytest.mark.parametrize("smoothing", SMOOTHINGS)
+def test_text_scoring_equals_token_scoring(tmp_path, smoothing):
+    """log10_probs_text gives exactly log10_probs's numbers: unknown words, a word that is a
+    prefix of another, empty sentences, UTF-8 words, with or without a last newline."""
+    lm = read_arpa(write_arpa(NGramLM(3, smoothing).fit(TRAIN + [["Maß", "I"]]), tmp_path / "m"))
+    sentences = TEST + [[], ["I", "Ia", "a", "Maß", "Ma"], [], ["中文", "I"]]
+    text = "\n".join(" ".join(s) for s in sentences)
+    want = lm.log10_probs(sentences)
+    np.testing.assert_array_equal(lm.log10_probs_text(text), want)
+    np.testing.assert_array_equal(lm.log10_probs_text(text + "\n"), want)
+    np.testing.assert_array_equal(lm.log10_probs_text(""), lm.log10_probs([[]]))
+
+
+def test_text_scoring_bad_text_says_what_is_wrong(tmp_path):
+    lm = read_arpa(write_arpa(NGramLM(2, "kneser-ney").fit(TRAIN), tmp_path / "m"))
+    with pytest.raises(ValueError, match="line 2 .* two spaces in a row"):
+        lm.log10_probs_text("I am\nI  am")
+    with pytest.raises(ValueError, match="line 1 .* space at its start or end"):
+        lm.log10_probs_text("I am ")
+    with pytest.raises(ValueError, match="tab"):
+        lm.log10_probs_text("I\tam")
+    with pytest.raises(ValueError, match="<s> or </s>"):
+        lm.log10_probs_text("I </s> am")
+    with pytest.raises(TypeError, match="must be a str"):
+        lm.log10_probs_text([["I", "am"]])
+
+
+def test_a_vocabulary_hash_collision_is_refused(tmp_path, monkeypatch):
+    """Two vocabulary words with one hash would be read as one word: loading the hash table
+    refuses it (forced here by a hash that ignores all but the first byte)."""
+    import nlpcourse.arpa as arpa
+
+    lm = read_arpa(write_arpa(NGramLM(2, "kneser-ney").fit(TRAIN), tmp_path / "m"))
+    monkeypatch.setattr(arpa, "_span_hashes", lambda buf, s, e: buf[s].astype(np.int64))
+    with pytest.raises(ValueError, match="share a 64-bit hash"):
+        lm.log10_probs_text("I am")
