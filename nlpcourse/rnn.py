@@ -907,8 +907,12 @@ class RNNLM(nn.Module):
 
     def reset_parameters(self) -> None:
         """Draw every parameter again from its initial distribution (torch's defaults)."""
-        for module in (self.embedding, self.rnn, self.output or self.adaptive):
-            module.reset_parameters()
+        self.embedding.reset_parameters()
+        self.rnn.reset_parameters()
+        if self.adaptive is not None:
+            self.adaptive.reset_parameters()
+        if self.output is not None:
+            self.output.reset_parameters()
 
 
 # ========================================================== 5. notation and architectures
