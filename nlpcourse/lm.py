@@ -301,8 +301,9 @@ def reset_parameters(model: Any) -> None:
             module.reset_parameters()
 
 
-def _segment_nll(logits: Any, y: Any, reduction: str) -> Any:
-    """Cross-entropy of logits ``(B, T, V)`` against targets ``(B, T)``, padding not counted."""
+def _segment_nll(logits: Any, y: Any) -> Any:
+    """Summed cross-entropy of logits ``(B, T, V)`` against targets ``(B, T)``, padding not
+    counted."""
     import torch.nn.functional as F
 
     V = logits.shape[-1]
@@ -310,8 +311,29 @@ def _segment_nll(logits: Any, y: Any, reduction: str) -> Any:
         logits.reshape(-1, V),  # (B*T, V)
         y.reshape(-1),  # (B*T,)
         ignore_index=IGNORE_INDEX,
-        reduction=reduction,
+        reduction="sum",
     )
+
+
+def states_nll(
+    h: Any, targets: Any, output: Any, ignore_index: int = IGNORE_INDEX
+) -> tuple[Any, int]:
+    """Summed negative log-likelihood of ``targets`` (B, T) from a model's last states ``h``
+    (B, T, D) through its ``output`` layer, and the number of counted targets (those not equal to
+    ``ignore_index``): what a model's own ``loss()`` returns. ``output`` is a linear map to V
+    scores (a full softmax) or a ``torch.nn.AdaptiveLogSoftmaxWithLoss``, which computes only the
+    clusters of the targets, not all V scores."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    y = targets.reshape(-1)  # (B*T,)
+    keep = y != ignore_index
+    h, y = h.reshape(len(y), -1)[keep], y[keep]  # (N, D), (N,)
+    if isinstance(output, nn.AdaptiveLogSoftmaxWithLoss):
+        nll = -output(h, y).output.sum()  # output: log P(y) of each row
+    else:
+        nll = F.cross_entropy(output(h), y, reduction="sum")
+    return nll, int(keep.sum())
 
 
 def _nll(model: Any, x: Any, y: Any, state: Any) -> tuple[Any, int, Any]:
@@ -327,7 +349,7 @@ def _nll(model: Any, x: Any, y: Any, state: Any) -> tuple[Any, int, Any]:
         nll, n = own_loss(x, y)
         return nll, n, None
     logits, state = _run(model, x, state)  # (B, T, V)
-    return _segment_nll(logits, y, "sum"), int((y != IGNORE_INDEX).sum()), state
+    return _segment_nll(logits, y), int((y != IGNORE_INDEX).sum()), state
 
 
 def evaluate_perplexity(

@@ -127,6 +127,7 @@ from nlpcourse.lm import batchify as batchify
 from nlpcourse.lm import build_vocab as build_vocab
 from nlpcourse.lm import encode as encode
 from nlpcourse.lm import evaluate_perplexity as evaluate_perplexity
+from nlpcourse.lm import states_nll
 from nlpcourse.lm import train_lm as train_lm
 
 NUMPY_PARAMS = ("W_xh", "W_hh", "W_hy", "b_h", "b_y")
@@ -895,15 +896,8 @@ class RNNLM(nn.Module):
         of counted targets (those not ``nlpcourse.lm.IGNORE_INDEX``) and the final state. With
         an adaptive softmax only the clusters of the targets are computed, not all V scores."""
         h, state = self.hidden(ids, state)  # (B, T, H)
-        y = targets.reshape(-1)  # (B*T,)
-        keep = y != IGNORE_INDEX
-        h, y = h.reshape(len(y), -1)[keep], y[keep]  # (N, H), (N,)
-        if self.adaptive is not None:
-            nll = -self.adaptive(h, y).output.sum()  # output: log P(y) of each row
-        else:
-            assert self.output is not None
-            nll = F.cross_entropy(self.output(h), y, reduction="sum")
-        return nll, int(keep.sum()), state
+        nll, n = states_nll(h, targets, self.adaptive if self.adaptive is not None else self.output)
+        return nll, n, state
 
     def reset_parameters(self) -> None:
         """Draw every parameter again from its initial distribution (torch's defaults)."""

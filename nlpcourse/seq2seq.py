@@ -932,7 +932,7 @@ def build(
     torch.manual_seed(config["seed"])
     model = Seq2Seq(
         len(src), len(tgt), config["E"], config["H"], config["attention"],
-        dropout=config.get("dropout", 0.0),
+        dropout=config["dropout"],
     )  # fmt: skip
     return model, src, tgt
 

@@ -90,7 +90,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlpcourse.guard import reference
-from nlpcourse.lm import IGNORE_INDEX
+from nlpcourse.lm import IGNORE_INDEX, states_nll
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
 POSITIONS = ("sinusoidal", "learned", "none")
@@ -794,16 +794,8 @@ class TransformerLM(nn.Module):
     ) -> tuple[Tensor, int]:
         """Summed negative log-likelihood of ``targets`` (B, T) given ``ids`` (B, T), and the
         number of counted targets (those not equal to ``ignore_index``)."""
-        h = self.hidden(ids).reshape(-1, self.D)  # (B*T, D)
-        y = targets.reshape(-1)  # (B*T,)
-        keep = y != ignore_index
-        h, y = h[keep], y[keep]
-        if self.adaptive is not None:
-            nll = -self.adaptive(h, y).output.sum()  # output: log P(y) of each row
-        else:
-            assert self.output is not None
-            nll = F.cross_entropy(self.output(h), y, reduction="sum")
-        return nll, int(keep.sum())
+        output = self.adaptive if self.adaptive is not None else self.output
+        return states_nll(self.hidden(ids), targets, output, ignore_index)  # (B, T, D) states
 
     @torch.no_grad()
     def generate(
