@@ -922,6 +922,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
         seed=0, steps=25000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
         length_penalty=0.0,
     ),
+    # two candidates for a better recorded run, each on one thread beside the other: a wider
+    # model (H = 384) with more dropout, and the same width with much more dropout
+    "g2p-h384": dict(
+        attention="bilinear", E=64, H=384, dropout=0.3, batch_size=128, lr=2e-3, clip=1.0,
+        seed=0, steps=9000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
+        length_penalty=0.0,
+    ),
+    "g2p-drop4": dict(
+        attention="bilinear", E=64, H=256, dropout=0.4, batch_size=128, lr=2e-3, clip=1.0,
+        seed=0, steps=15000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
+        length_penalty=0.0,
+    ),
 }  # fmt: skip
 
 
