@@ -273,7 +273,7 @@ class _Table:
 
     def home(self, keys: np.ndarray) -> np.ndarray:
         """Home slots: the top bits of ``keys * _FIBONACCI``, in 64-bit arithmetic that wraps."""
-        product = keys.astype(np.int64).view(np.uint64) * np.uint64(_FIBONACCI)
+        product = keys.astype(np.int64, copy=False).view(np.uint64) * np.uint64(_FIBONACCI)
         return (product >> self.shift).view(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
