@@ -74,7 +74,8 @@ def machine() -> str:
     parts = [cpu, f"{os.cpu_count()} cores"]
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
-        parts.append(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+        threads = torch.get_num_threads()
+        parts.append(f"torch {torch.__version__}, {threads} thread{'s' if threads > 1 else ''}")
     if hasattr(os, "getloadavg"):
         parts.append(f"load average at the end {os.getloadavg()[0]:.1f}")
     return ", ".join(parts)
