@@ -922,12 +922,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
         seed=0, steps=25000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
         length_penalty=0.0,
     ),
-    # a candidate for a better recorded run, on one thread: less dropout
-    "g2p-drop1": dict(
-        attention="bilinear", E=64, H=256, dropout=0.1, batch_size=128, lr=2e-3, clip=1.0,
-        seed=0, steps=18000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
-        length_penalty=0.0,
-    ),
 }  # fmt: skip
 
 
