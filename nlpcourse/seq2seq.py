@@ -914,8 +914,8 @@ def train(
 
 CONFIGS: dict[str, dict[str, Any]] = {
     # the recorded run of the chapter (book/results/seq2seq_g2p.json), trained with
-    # `--threads 2`: the bilinear score (27% less time per step than the additive one on one
-    # core), dropout and a linear decay of the learning rate over all its steps, which are as
+    # `--threads 2`: the bilinear score (less time per step than the additive one, as chapter 5
+    # measures), dropout and a linear decay of the learning rate over all its steps, which are as
     # many as two CPU cores train in about 25 minutes; max_minutes stops it if a machine is slower
     "g2p": dict(
         attention="bilinear", E=64, H=256, dropout=0.2, batch_size=128, lr=2e-3, clip=1.0,
