@@ -277,9 +277,9 @@ class _Table:
         return (product >> self.shift).view(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The slot of each key, -1 for a key that is not in the table. (Gathers from the table
-        use ``np.take``, which is about three times faster than indexing ``self.keys[slot]``
-        with an integer array, which checks and iterates more; benchmarks/README.md.)"""
+        """The slot of each key, -1 for a key that is not in the table: one gather and compare
+        for every key at its home slot, then a round per further step for the keys still
+        searching (``np.take`` gathers as ``self.keys[slot]`` would)."""
         slot = self.home(keys)  # (Q,)
         here = np.take(self.keys, slot)
         missed = here != keys
