@@ -933,7 +933,7 @@ def build(
     torch.manual_seed(config["seed"])
     model = Seq2Seq(
         len(src), len(tgt), config["E"], config["H"], config["attention"],
-        placement=config.get("placement", "luong"), dropout=config["dropout"],
+        dropout=config["dropout"],
     )  # fmt: skip
     return model, src, tgt
 
