@@ -357,8 +357,11 @@ class Seq2Seq(nn.Module):
         cell: str = "gru",
         placement: str = "luong",
         dropout: float = 0.0,
+        enc_layers: int = 1,
     ):
         super().__init__()
+        if not isinstance(enc_layers, int) or enc_layers < 1:
+            raise ValueError(f"enc_layers must be an integer >= 1, got {enc_layers!r}")
         if H % 2 or H < 2:
             raise ValueError(f"H must be even (each encoder direction is H/2 wide), got {H}")
         if cell not in CELLS:
@@ -375,6 +378,10 @@ class Seq2Seq(nn.Module):
         self.emb_x = nn.Embedding(V_x, E, padding_idx=PAD_ID)
         self.enc_fwd = RNN(E, H // 2)
         self.enc_bwd = RNN(E, H // 2)
+        # layers 2 .. enc_layers: each direction reads both directions' states of the layer below
+        self.enc_upper = nn.ModuleList(
+            nn.ModuleList([RNN(D, H // 2), RNN(D, H // 2)]) for _ in range(enc_layers - 1)
+        )
         self.W_init = nn.Linear(D, H)
         self.emb_y = nn.Embedding(V_y, E, padding_idx=PAD_ID)
         self.dec = RNN(E + D if placement == "bahdanau" else E, H)  # Bahdanau: input [e ; c]
@@ -399,6 +406,20 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"src ids must lie in [0, {self.V_x}), got {src.min()}..{src.max()}")
         return src
 
+    @staticmethod
+    def _bidirectional(
+        fwd: nn.Module, bwd: nn.Module, x: Tensor, rev: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """One bidirectional layer over ``x`` (B, S, E'): ``fwd`` reads left to right, ``bwd``
+        reads each word reversed within its length (``rev`` (B, S), the reversed positions);
+        returns both directions' states, (B, S, H/2) each, at the letters' own positions."""
+        h_fwd, _ = fwd(x.transpose(0, 1))  # (S, B, H/2)
+        x_rev = x.gather(1, rev.unsqueeze(2).expand(-1, -1, x.shape[2]))  # (B, S, E')
+        h_bwd_rev, _ = bwd(x_rev.transpose(0, 1))  # (S, B, H/2)
+        h_bwd_rev = h_bwd_rev.transpose(0, 1)  # (B, S, H/2)
+        h_bwd = h_bwd_rev.gather(1, rev.unsqueeze(2).expand(-1, -1, h_bwd_rev.shape[2]))
+        return h_fwd.transpose(0, 1), h_bwd  # (B, S, H/2) each
+
     def encode(self, src: Tensor) -> tuple[Memory, Tensor]:
         """``src`` (B, S) -> the :class:`Memory` of each word (keys (B, S, D), mask (B, S),
         summary (B, D), the prepared keys) and the decoder's first state, (B, H) or (B, 2H)."""
@@ -407,17 +428,16 @@ class Seq2Seq(nn.Module):
         mask = src != PAD_ID  # (B, S)
         lengths = mask.sum(1)  # (B,)
         e = self._drop(self.emb_x(src))  # (B, S, E)
-        h_fwd, _ = self.enc_fwd(e.transpose(0, 1))  # (S, B, H/2)
         # reverse each word within its own length: position j <-> L - 1 - j, padding stays put
         j = torch.arange(S).unsqueeze(0)  # (1, S)
         rev = torch.where(j < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - j, j)  # (B, S)
-        e_rev = e.gather(1, rev.unsqueeze(2).expand(-1, -1, self.E))  # (B, S, E)
-        h_bwd_rev, _ = self.enc_bwd(e_rev.transpose(0, 1))  # (S, B, H/2)
-        h_bwd_rev = h_bwd_rev.transpose(0, 1)  # (B, S, H/2)
-        h_bwd = h_bwd_rev.gather(1, rev.unsqueeze(2).expand(-1, -1, self.H // 2))  # (B, S, H/2)
-        keys = torch.cat([h_fwd.transpose(0, 1), h_bwd], dim=2)  # (s2s-enc), (B, S, D)
+        h_fwd, h_bwd = self._bidirectional(self.enc_fwd, self.enc_bwd, e, rev)  # (B, S, H/2) x 2
+        for fwd, bwd in self.enc_upper:
+            x = self._drop(torch.cat([h_fwd, h_bwd], dim=2))  # (B, S, D)
+            h_fwd, h_bwd = self._bidirectional(fwd, bwd, x, rev)  # (B, S, H/2) x 2
+        keys = torch.cat([h_fwd, h_bwd], dim=2)  # (s2s-enc), (B, S, D)
         last = (lengths - 1).view(B, 1, 1).expand(-1, 1, self.H // 2)
-        h_fwd_last = h_fwd.transpose(0, 1).gather(1, last).squeeze(1)  # (B, H/2)
+        h_fwd_last = h_fwd.gather(1, last).squeeze(1)  # (B, H/2)
         summary = torch.cat([h_fwd_last, h_bwd[:, 0]], dim=1)  # (B, D)
         s_0 = torch.tanh(self.W_init(summary))  # (s2s-init), (B, H)
         if self.cell == "lstm":
@@ -914,13 +934,14 @@ def train(
 
 CONFIGS: dict[str, dict[str, Any]] = {
     # the recorded run of the chapter (book/results/seq2seq_g2p.json), trained with
-    # `--threads 2`: the bilinear score (less time per step than the additive one, as chapter 5
-    # measures), dropout and a linear decay of the learning rate over all its steps, which are as
-    # many as two CPU cores train in about 25 minutes; max_minutes stops it if a machine is slower
+    # `--threads 2`: LSTM cells, a two-layer bidirectional encoder and the bilinear score (less
+    # time per step than the additive one, as chapter 5 measures), dropout and a linear decay of
+    # the learning rate over all its steps, which are as many as two CPU cores train in about
+    # 30 minutes; max_minutes stops it if a machine is slower
     "g2p": dict(
-        attention="bilinear", E=64, H=256, dropout=0.2, batch_size=128, lr=2e-3, clip=1.0,
-        seed=0, steps=25000, max_minutes=30.0, log_every=100, valid_words=300, beam_size=5,
-        length_penalty=0.0,
+        attention="bilinear", cell="lstm", enc_layers=2, E=64, H=256, dropout=0.2,
+        batch_size=128, lr=2e-3, clip=1.0, seed=0, steps=19000, max_minutes=30.0, log_every=100,
+        valid_words=300, beam_size=5, length_penalty=0.0,
     ),
 }  # fmt: skip
 
@@ -932,8 +953,8 @@ def build(
     src, tgt = g2p_vocabs(train_split)
     torch.manual_seed(config["seed"])
     model = Seq2Seq(
-        len(src), len(tgt), config["E"], config["H"], config["attention"],
-        dropout=config["dropout"],
+        len(src), len(tgt), config["E"], config["H"], config["attention"], cell=config["cell"],
+        dropout=config["dropout"], enc_layers=config["enc_layers"],
     )  # fmt: skip
     return model, src, tgt
 
