@@ -53,9 +53,13 @@ Deliberate departures, stated plainly:
 
 * The three scores are offered with the same placement so that only the score differs between
   them; the default placement is Luong's, for every score, the additive one included.
-* One layer in each direction, each direction ``H/2`` wide so that the keys have the decoder's
-  width ``D = H`` and the dot product is defined. No input feeding (Luong et al.'s feeding of
-  ``o_{t-1}`` into the next step). Dropout (off by default) only on the embeddings and ``o_t``.
+* One encoder layer by default (``enc_layers`` stacks more: layer ``l + 1`` reads
+  ``[h_j^fwd ; h_j^bwd]`` of layer ``l`` in both directions, as ``torch.nn.GRU(...,
+  bidirectional=True, num_layers=L)`` does, and the keys and the summary are those of the top
+  layer), each direction ``H/2`` wide so that the keys have the decoder's width ``D = H`` and the
+  dot product is defined. One decoder layer. No input feeding (Luong et al.'s feeding of
+  ``o_{t-1}`` into the next step). Dropout (off by default) only on the embeddings, between
+  encoder layers and on ``o_t``.
 * Padding is ``<pad>`` = 0 at the end of a sequence; the backward encoder reads each word reversed
   within its own length, so padding never reaches a real position, and attention masks it.
 * The output layer never predicts ``<pad>`` or ``<s>`` (their scores are ``-inf``), so every
@@ -73,7 +77,7 @@ import argparse
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -333,14 +337,16 @@ class Memory(NamedTuple):
 class Seq2Seq(nn.Module):
     """Bidirectional RNN encoder, RNN decoder, attention (module docstring).
 
-    ``Seq2Seq(V_x, V_y, E, H, attention, cell, placement, dropout)``: ``V_x`` letters and
-    ``V_y`` phones (ids 0, 1, 2 are ``<pad> <s> </s>``), embeddings of width ``E``, decoder
-    width ``H`` (even), ``attention`` one of ``"none" "dot" "bilinear" "additive"``, ``cell``
-    ``"gru"`` or ``"lstm"`` (chapter 4's layers) and ``placement`` ``"luong"`` (the query is
-    the new state ``s_t``, eq. (s2s-dec)) or ``"bahdanau"`` (the query is ``s_{t-1}`` and the
-    context is also an input of the recurrent step, eq. (s2s-bahdanau)). ``dropout`` (0 by
-    default; the recorded run uses it) zeroes a share of the letter and phone embeddings and of
-    ``o_t`` while training. ``src`` is (B, S) letter ids padded with 0.
+    ``Seq2Seq(V_x, V_y, E, H, attention, cell, placement, dropout, enc_layers)``: ``V_x``
+    letters and ``V_y`` phones (ids 0, 1, 2 are ``<pad> <s> </s>``), embeddings of width ``E``,
+    decoder width ``H`` (even), ``attention`` one of ``"none" "dot" "bilinear" "additive"``,
+    ``cell`` ``"gru"`` or ``"lstm"`` (chapter 4's layers), ``placement`` ``"luong"`` (the query
+    is the new state ``s_t``, eq. (s2s-dec)) or ``"bahdanau"`` (the query is ``s_{t-1}`` and the
+    context is also an input of the recurrent step, eq. (s2s-bahdanau)), and ``enc_layers``
+    stacked bidirectional encoder layers (1 by default). ``dropout`` (0 by default; the recorded
+    run uses it) zeroes a share of the letter and phone embeddings, of the inputs of encoder
+    layers above the first and of ``o_t`` while training. ``src`` is (B, S) letter ids padded
+    with 0.
 
     The decoder's state is one tensor per word: ``s`` (N, H) for a GRU, ``[s ; m]`` (N, 2H) for
     an LSTM (``m`` its memory cell, which starts at 0), so beam search reorders it with one
@@ -393,7 +399,8 @@ class Seq2Seq(nn.Module):
         self.register_buffer("never_output", never, persistent=False)
 
     def _drop(self, x: Tensor) -> Tensor:
-        """Dropout (only while training) on the embeddings and on ``o_t``; 0 by default."""
+        """Dropout (only while training) on the embeddings, between encoder layers and on ``o_t``;
+        0 by default."""
         return F.dropout(x, self.dropout, self.training)
 
     # ------------------------------------------------------------------------------ encoder
@@ -432,7 +439,8 @@ class Seq2Seq(nn.Module):
         j = torch.arange(S).unsqueeze(0)  # (1, S)
         rev = torch.where(j < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - j, j)  # (B, S)
         h_fwd, h_bwd = self._bidirectional(self.enc_fwd, self.enc_bwd, e, rev)  # (B, S, H/2) x 2
-        for fwd, bwd in self.enc_upper:
+        for layer in self.enc_upper:  # layers 2 .. enc_layers
+            fwd, bwd = cast(nn.ModuleList, layer)
             x = self._drop(torch.cat([h_fwd, h_bwd], dim=2))  # (B, S, D)
             h_fwd, h_bwd = self._bidirectional(fwd, bwd, x, rev)  # (B, S, H/2) x 2
         keys = torch.cat([h_fwd, h_bwd], dim=2)  # (s2s-enc), (B, S, D)

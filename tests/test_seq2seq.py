@@ -23,10 +23,14 @@ def tiny_model(
     H: int = 8,
     cell: str = "gru",
     placement: str = "luong",
+    enc_layers: int = 1,
 ) -> Seq2Seq:
     """V_y = 5: <pad> <s> </s> and two phones, so the search space is small enough to enumerate."""
     torch.manual_seed(seed)
-    model = Seq2Seq(V_x=6, V_y=V_y, E=4, H=H, attention=attention, cell=cell, placement=placement)
+    model = Seq2Seq(
+        V_x=6, V_y=V_y, E=4, H=H, attention=attention, cell=cell, placement=placement,
+        enc_layers=enc_layers,
+    )  # fmt: skip
     with torch.no_grad():  # sharper distributions than the initialisation gives, to test ranking
         model.W_o.weight.mul_(6.0)
     return model.eval()
@@ -163,7 +167,8 @@ def by_hand(model: Seq2Seq, x: list[int], y_in: list[int]) -> torch.Tensor:
     """log P(y_t | y_<t, x) (T, V) for one word ``x`` and decoder inputs ``y_in``, written from the
     chapter's equations one position and one step at a time, with torch.nn cells."""
     H, cell = model.H, model.cell
-    enc_f, enc_b, dec = (torch_cell(m, cell) for m in (model.enc_fwd, model.enc_bwd, model.dec))
+    dec = torch_cell(model.dec, cell)
+    layers = [(model.enc_fwd, model.enc_bwd), *model.enc_upper]  # bottom to top
 
     def run(rnn, inputs, h):
         m, out = torch.zeros_like(h), []
@@ -172,11 +177,13 @@ def by_hand(model: Seq2Seq, x: list[int], y_in: list[int]) -> torch.Tensor:
             out.append(h)
         return out, m
 
-    e = [model.emb_x(torch.tensor([i])) for i in x]  # S of (1, E)
-    zero = torch.zeros(1, H // 2, dtype=e[0].dtype)
-    fwd, _ = run(enc_f, e, zero)
-    bwd, _ = run(enc_b, e[::-1], zero)
-    bwd = bwd[::-1]
+    inputs = [model.emb_x(torch.tensor([i])) for i in x]  # S of (1, E)
+    zero = torch.zeros(1, H // 2, dtype=inputs[0].dtype)
+    for enc_f, enc_b in layers:  # each layer reads both directions of the one below
+        fwd, _ = run(torch_cell(enc_f, cell), inputs, zero)
+        bwd, _ = run(torch_cell(enc_b, cell), inputs[::-1], zero)
+        bwd = bwd[::-1]
+        inputs = [torch.cat([f, b], 1) for f, b in zip(fwd, bwd, strict=True)]  # S of (1, D)
     keys = [torch.cat([f, b], 1) for f, b in zip(fwd, bwd, strict=True)]  # (s2s-enc), (1, D)
     summary = torch.cat([fwd[-1], bwd[0]], 1)  # (1, D)
 
@@ -226,6 +233,42 @@ def test_the_model_equals_its_equations_written_with_torch_nn_cells(attention, c
             y_in = TGT[b][TGT[b] > 0].tolist()[:-1]
             expected = by_hand(model, x, y_in)  # (T_b, V)
             torch.testing.assert_close(logp[b, : len(y_in)], expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cell", s2s.CELLS)
+@pytest.mark.parametrize("attention", ["bilinear", "none"])
+def test_a_deep_encoder_equals_its_equations_written_with_torch_nn_cells(attention, cell):
+    model = tiny_model(attention, seed=9, cell=cell, enc_layers=3)
+    with torch.no_grad():
+        logp = model(SRC, TGT)  # (B, T, V)
+        for b in range(3):
+            x = SRC[b][SRC[b] > 0].tolist()
+            y_in = TGT[b][TGT[b] > 0].tolist()[:-1]
+            expected = by_hand(model, x, y_in)  # (T_b, V)
+            torch.testing.assert_close(logp[b, : len(y_in)], expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cell", s2s.CELLS)
+def test_the_encoder_equals_torch_nn_bidirectional_layers(cell):
+    """The keys of a padded batch, word by word, against ``torch.nn.GRU`` / ``LSTM`` with
+    ``num_layers=2, bidirectional=True`` and the same weights, on each word alone."""
+    model = tiny_model("dot", seed=5, H=6, cell=cell, enc_layers=2)
+    Layer = torch.nn.GRU if cell == "gru" else torch.nn.LSTM
+    oracle = Layer(4, 3, num_layers=2, bidirectional=True)
+    ours = [(model.enc_fwd, model.enc_bwd), *model.enc_upper]
+    with torch.no_grad():
+        for k, (fwd, bwd) in enumerate(ours):
+            for suffix, layer in (("", fwd), ("_reverse", bwd)):
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    getattr(oracle, f"{name}_l{k}{suffix}").copy_(getattr(layer, f"{name}_l0"))
+        memory, _ = model.encode(SRC)  # keys (B, S, D)
+        for b in range(3):
+            x = SRC[b][SRC[b] > 0]  # (S_b,)
+            expected, _ = oracle(model.emb_x(x).unsqueeze(1))  # (S_b, 1, D)
+            torch.testing.assert_close(
+                memory.keys[b, : len(x)], expected[:, 0], atol=1e-6, rtol=1e-5
+            )
+            assert (memory.keys[b, len(x) :] == 0).all()
 
 
 def test_bahdanau_placement_queries_the_previous_state():
@@ -368,6 +411,8 @@ def test_bad_input_gets_a_clear_error():
         Seq2Seq(5, 5, cell="rnn")
     with pytest.raises(ValueError, match="placement must be one of"):
         Seq2Seq(5, 5, placement="before")
+    with pytest.raises(ValueError, match="enc_layers must be an integer >= 1, got 0"):
+        Seq2Seq(5, 5, enc_layers=0)
     src, tgt = s2s.Vocab("abc"), s2s.Vocab(["AA1", "B"], specials=(s2s.PAD, s2s.BOS, s2s.EOS))
     with pytest.raises(ValueError, match=r"unknown symbol\(s\) \['é'\]"):
         src.encode("cabé")
