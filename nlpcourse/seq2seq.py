@@ -378,7 +378,7 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.dropout = dropout
         self.V_x, self.V_y, self.E, self.H, self.attention_kind = V_x, V_y, E, H, attention
-        self.cell, self.placement = cell, placement
+        self.cell, self.placement, self.enc_layers = cell, placement, enc_layers
         RNN = GRU if cell == "gru" else LSTM
         D = H  # the keys [h_fwd ; h_bwd] have the decoder's width
         self.emb_x = nn.Embedding(V_x, E, padding_idx=PAD_ID)
@@ -878,6 +878,12 @@ def evaluate(
 # ===================================================================================== 5. training
 
 
+def linear_decay(step: int, decay_over: int) -> float:
+    """The share of the starting learning rate that :func:`train` uses at ``step`` (from 1) when
+    it decays over ``N = decay_over`` steps: ``(N - t + 1) / N``, never below ``1 / N``."""
+    return max(decay_over - step + 1, 1) / decay_over
+
+
 def train(
     model: nn.Module,
     pairs: Sequence[tuple[list[int], list[int]]],
@@ -919,7 +925,7 @@ def train(
         src, tgt = batches.pop()
         if decay_over:
             for group in optimizer.param_groups:
-                group["lr"] = lr * max(decay_over - step + 1, 1) / decay_over
+                group["lr"] = lr * linear_decay(step, decay_over)
         loss = model.loss(src, tgt)  # type: ignore[operator]
         optimizer.zero_grad()
         loss.backward()

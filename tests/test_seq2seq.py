@@ -565,3 +565,8 @@ def test_align_has_as_many_mismatches_as_the_edit_distance():
             assert [p for p, _ in pairs if p is not None] == list(a)
             assert [r for _, r in pairs if r is not None] == list(b)
             assert sum(p != r for p, r in pairs) == levenshtein(a, b)
+
+
+def test_the_linear_decay_falls_from_the_full_rate_to_one_nth_and_stays():
+    """(N - t + 1) / N by hand for N = 4: steps 1..4 give 1, 3/4, 1/2, 1/4; later steps 1/4."""
+    assert [s2s.linear_decay(t, 4) for t in range(1, 7)] == [1.0, 0.75, 0.5, 0.25, 0.25, 0.25]
