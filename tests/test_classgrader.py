@@ -443,7 +443,9 @@ def test_the_autograded_notebook_shows_the_release_test_cells_once(tmp_path):
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
     by_id["test_count_ngrams"].source = "pass  # edited"
     nb.cells.remove(by_id["test_mle_prob"])  # deleted
-    nb.cells.append(copy.deepcopy(by_id["test_addk_prob"]))  # pasted twice
+    pasted = copy.deepcopy(by_id["test_addk_prob"])  # pasted twice: JupyterLab gives the copy
+    pasted.id = "pasted-copy"  # a cell id of its own and keeps its metadata, grade_id included
+    nb.cells.append(pasted)
     by_id["test_perplexity"].cell_type = "markdown"  # retyped
     del by_id["test_perplexity"]["outputs"], by_id["test_perplexity"]["execution_count"]
     by_id["kn_bigram_prob"].metadata.nbgrader["grade_id"] = "mine"  # a renamed solution cell
