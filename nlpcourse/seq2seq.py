@@ -949,9 +949,9 @@ def train(
 CONFIGS: dict[str, dict[str, Any]] = {
     # the recorded run of the chapter (book/results/seq2seq_g2p.json), trained with
     # `--threads 2`: LSTM cells, a two-layer bidirectional encoder and the bilinear score (less
-    # time per step than the additive one, as chapter 5 measures), dropout and a linear decay of
-    # the learning rate over all its steps, which are as many as two CPU cores train in about
-    # 30 minutes; max_minutes stops it if a machine is slower
+    # work per step than the additive one: no S x T grid, as chapter 5 counts), dropout and a
+    # linear decay of the learning rate over all its steps, which are as many as two CPU cores
+    # train in about 30 minutes; max_minutes stops it if a machine is slower
     "g2p": dict(
         attention="bilinear", cell="lstm", enc_layers=2, E=64, H=256, dropout=0.2,
         batch_size=128, lr=4e-3, clip=1.0, seed=0, steps=24000, max_minutes=30.0, log_every=100,
