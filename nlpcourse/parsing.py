@@ -1285,7 +1285,7 @@ def viterbi_cky(
     """The most probable tree (original grammar's labels) and its log probability, Viterbi CKY,
     eq. (parse-viterbi): the inside recursion with max instead of sum. ``(None, -inf)`` if no
     tree covers the words. :func:`viterbi_cky_loop` is the same as plain loops; the numpy
-    version is :func:`_viterbi_chart`."""
+    version is :func:`nlpcourse.parsing_fast.viterbi_sentences`."""
     grammar = _as_pcfg(grammar)
     words = _pcfg_words(grammar, words)
     return fast.viterbi_sentences(grammar._arrays(), [words])[0]

@@ -2,8 +2,8 @@
 (chapter 3).
 
 :mod:`nlpcourse.parsing` holds the lesson: grammars, trees, the conversion to Chomsky normal form,
-the parsers, and the book's loops over spans, split points and rules (:func:`~nlpcourse.parsing.
-inside_loop`, :func:`~nlpcourse.parsing.viterbi_cky_loop`). This module computes the same
+the parsers, and the book's loops over spans, split points and rules (``inside_loop``,
+``viterbi_cky_loop``). This module computes the same
 quantities, eqs. (parse-inside), (parse-viterbi), (parse-outside) and (parse-count), for all spans
 of one length, all split points and all rules at once, and for many sentences of one length
 together; the public functions of :mod:`nlpcourse.parsing` (``inside``, ``viterbi_cky``,
@@ -462,7 +462,7 @@ def _outside_span_fast(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The outside terms that the parents of one span length hand to their children, by matrix
     products in scaled probability space (``None`` when a term could underflow, as in
-    :func:`_inside_span_fast`). ``parent`` is ``(B, n_i, N)``, ``left`` and ``right``
+    :func:`inside_batch`). ``parent`` is ``(B, n_i, N)``, ``left`` and ``right``
     ``(B, n_i, m, N)``.
 
     With ``Q[B, C] = sum_A alpha_A(i, j) W[A, B, C]``, the left child ``(i, k)`` gets
@@ -498,7 +498,7 @@ def _outside_span_logs(
 
 def outside_batch(tab: Tables, beta: np.ndarray) -> np.ndarray:
     """The outside tables ``alpha``, ``(B, n+1, n+1, N)``, from the inside tables, eq.
-    (parse-outside); see :func:`inside_outside_tables`."""
+    (parse-outside); see :func:`nlpcourse.parsing.inside_outside_tables`."""
     Bn, n, N = beta.shape[0], beta.shape[1] - 1, beta.shape[-1]
     alpha = np.full((Bn, n + 1, n + 1, N), -np.inf)  # (B, n+1, n+1, N)
     alpha[:, 0, n, 0] = 0.0  # the start symbol is symbol 0
