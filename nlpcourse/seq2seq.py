@@ -934,7 +934,7 @@ def linear_decay(step: int, decay_over: int) -> float:
 
 
 def train(
-    model: Seq2Seq,
+    model: nn.Module,
     pairs: Sequence[tuple[list[int], list[int]]],
     steps: int,
     batch_size: int = 64,
@@ -949,7 +949,8 @@ def train(
 ) -> list[float]:
     """Teacher forcing on batches of ``pairs`` for ``steps`` updates of the book's training loop,
     :func:`nlpcourse.training.train_loop` (Adam, gradient-norm clipping to ``clip``, logging to
-    ``logger``, the time limit ``max_minutes``). Epochs are reshuffled with ``seed``
+    ``logger``, the time limit ``max_minutes``). ``model`` is a :class:`Seq2Seq` or any module
+    with its ``loss(src, tgt)`` (the mean loss of a batch). Epochs are reshuffled with ``seed``
     (:func:`make_batches`). Returns the mean training loss (eq. (s2s-loss)) of each ``log_every``
     steps, and of the steps after the last multiple. With ``decay_over`` = N the learning rate
     falls linearly from ``lr`` at the first step to ``lr / N`` at step N,
@@ -959,12 +960,13 @@ def train(
     torch.manual_seed(seed)  # the dropout masks
     gen = torch.Generator().manual_seed(seed)  # the order of the batches
     batches: list[tuple[Tensor, Tensor]] = []
+    loss = cast(Callable[[Tensor, Tensor], Tensor], model.loss)  # a Seq2Seq, or any model with it
 
     def batch_loss(step: int) -> tuple[Tensor, float]:
         if not batches:
             batches.extend(make_batches(pairs, batch_size, gen))
         src, tgt = batches.pop()
-        return model.loss(src, tgt), 1.0  # each batch's mean counts once
+        return loss(src, tgt), 1.0  # each batch's mean counts once
 
     schedule = None if not decay_over else functools.partial(linear_decay, decay_over=decay_over)
     return train_loop(
