@@ -69,7 +69,9 @@ def train_loop(
         raise ValueError(f"steps and log_every must be >= 1, got {steps} and {log_every}")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     curve: list[float] = []
-    interval_loss, interval_weight, seen, seconds = 0.0, 0.0, 0.0, 0.0
+    interval_loss, seconds = 0.0, 0.0
+    interval_weight: float = 0  # sums of the weights: whole numbers stay whole (words)
+    seen: float = 0
     updates: Iterable[int] = range(1, steps + 1)
     if show_progress:
         updates = progress(updates, total=steps, desc="training")
@@ -93,7 +95,7 @@ def train_loop(
             logger.log(step, train_loss=value)
         if step % log_every == 0 or step == steps:
             curve.append(interval_loss / interval_weight)
-            interval_loss, interval_weight = 0.0, 0.0
+            interval_loss, interval_weight = 0.0, 0
             if logger is not None:
                 logger.log(step, train_loss=curve[-1], seconds=seconds, seen=seen)
             if max_minutes is not None and seconds >= 60 * max_minutes:

@@ -315,7 +315,7 @@ def test_the_training_loop_is_adam_with_clipping_and_a_schedule_written_out():
 
     torch.manual_seed(0)
     X, Y = torch.randn(5, 8, 3), torch.randn(5, 8)  # five batches of a linear regression
-    weights = [1.0, 2.0, 3.0, 1.0, 1.0]
+    weights = [1, 2, 3, 1, 1]  # numbers of predictions, say
 
     def make():
         torch.manual_seed(1)
@@ -364,6 +364,7 @@ def test_the_training_loop_is_adam_with_clipping_and_a_schedule_written_out():
         losses[0], rel=1e-5
     )
     assert calls[-1][1]["seen"] == sum(weights) and calls[-1][1]["seconds"] > 0
+    assert isinstance(calls[-1][1]["seen"], int)  # a count of words stays a whole number
     # a time limit stops at the first logging point after it
     stopped = train_loop(
         make(), lambda t: (loss_of(model, t), 1.0), steps=5, lr=0.1, clip=0.5, log_every=2,
