@@ -301,18 +301,25 @@ class AdditiveAttention(Attention):
         return self.v(torch.tanh(Ws + Wk)).squeeze(3)  # (B, T, S, A) -> (B, T, S)
 
 
+def encoder_summary(keys: Tensor, mask: Tensor) -> Tensor:
+    """The encoder's summary of each word, ``c = [h_S^fwd ; h_1^bwd]``: the forward half of the
+    last letter's key and the backward half of the first letter's. ``keys`` (B, S, D), ``mask``
+    (B, S) -> (B, D). It starts the decoder, eq. (s2s-init), and is the fixed context without
+    attention."""
+    half = keys.shape[2] // 2  # D/2, each direction's width
+    last = (mask.sum(1) - 1).view(-1, 1, 1).expand(-1, 1, half)  # the last letter, (B, 1, D/2)
+    h_fwd_last = keys[:, :, :half].gather(1, last).squeeze(1)  # h_S^fwd, (B, D/2)
+    return torch.cat([h_fwd_last, keys[:, 0, half:]], dim=1)  # [h_S^fwd ; h_1^bwd], (B, D)
+
+
 class FixedContext(Attention):
     """No attention (``attention="none"``): the context is the same vector at every step, the
-    encoder's summary ``c = [h_S^fwd ; h_1^bwd]`` (the forward half of the last letter's key and
-    the backward half of the first letter's), whatever the query; there are no weights (None)."""
+    encoder's summary :func:`encoder_summary`, whatever the query; there are no weights (None)."""
 
     def forward(
         self, query: Tensor, keys: Tensor, mask: Tensor, prepared: Tensor | None = None
     ) -> tuple[Tensor | None, Tensor]:
-        half = keys.shape[2] // 2  # D/2, each direction's width
-        last = (mask.sum(1) - 1).view(-1, 1, 1).expand(-1, 1, half)  # the last letter, (B, 1, D/2)
-        h_fwd_last = keys[:, :, :half].gather(1, last).squeeze(1)  # h_S^fwd, (B, D/2)
-        c = torch.cat([h_fwd_last, keys[:, 0, half:]], dim=1)  # [h_S^fwd ; h_1^bwd], (B, D)
+        c = encoder_summary(keys, mask)  # (B, D)
         return None, c if query.ndim == 2 else c.unsqueeze(1).expand(-1, query.shape[1], -1)
 
 
@@ -335,7 +342,6 @@ class Memory(NamedTuple):
 
     keys: Tensor  # k_j, (N, S, D), zero at padding
     mask: Tensor  # True at real letters, (N, S)
-    summary: Tensor  # the fixed context c = [h_S^fwd ; h_1^bwd], (N, D)
     prepared: Tensor  # the keys' part of the attention score, (N, S, .)
 
     def rows(self, index: Tensor) -> Memory:
@@ -484,10 +490,10 @@ class Seq2Seq(nn.Module):
         return h_fwd.transpose(0, 1), h_bwd  # (B, S, H/2) each
 
     def encode(self, src: Tensor) -> tuple[Memory, Tensor]:
-        """``src`` (B, S) -> the :class:`Memory` of each word (keys (B, S, D), mask (B, S),
-        summary (B, D), the prepared keys) and the decoder's first state, (B, H) or (B, 2H)."""
+        """``src`` (B, S) -> the :class:`Memory` of each word (keys (B, S, D), mask (B, S), the
+        prepared keys) and the decoder's first state, (B, H) or (B, 2H)."""
         self._check_src(src)
-        B, S = src.shape
+        S = src.shape[1]
         mask = src != PAD_ID  # (B, S)
         lengths = mask.sum(1)  # (B,)
         e = self._drop(self.emb_x(src))  # (B, S, E)
@@ -499,14 +505,10 @@ class Seq2Seq(nn.Module):
             fwd, bwd = cast(nn.ModuleList, layer)
             x = self._drop(torch.cat([h_fwd, h_bwd], dim=2))  # (B, S, D)
             h_fwd, h_bwd = self._bidirectional(fwd, bwd, x, rev)  # (B, S, H/2) x 2
-        keys = torch.cat([h_fwd, h_bwd], dim=2)  # (s2s-enc), (B, S, D)
-        last = (lengths - 1).view(B, 1, 1).expand(-1, 1, self.H // 2)
-        h_fwd_last = h_fwd.gather(1, last).squeeze(1)  # (B, H/2)
-        summary = torch.cat([h_fwd_last, h_bwd[:, 0]], dim=1)  # (B, D)
-        s_0 = torch.tanh(self.W_init(summary))  # (s2s-init), (B, H)
-        keys = keys * mask.unsqueeze(2)  # (B, S, D)
+        keys = torch.cat([h_fwd, h_bwd], dim=2) * mask.unsqueeze(2)  # (s2s-enc), (B, S, D)
+        s_0 = torch.tanh(self.W_init(encoder_summary(keys, mask)))  # (s2s-init), (B, H)
         prepared = self.attention.prepare(keys)  # (B, S, .)
-        return Memory(keys, mask, summary, prepared), self.dec.start(s_0)
+        return Memory(keys, mask, prepared), self.dec.start(s_0)
 
     # ------------------------------------------------------------------------------ decoder
     def predict(self, context: Tensor, s: Tensor) -> Tensor:
