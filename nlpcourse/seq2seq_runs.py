@@ -23,11 +23,15 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from nlpcourse.seq2seq import Pron, Seq2Seq, Vocab, evaluate, g2p_pairs, g2p_vocabs, train
+from nlpcourse.training import Logger
+
+if TYPE_CHECKING:
+    from nlpcourse.records import Recorder
 
 COMMAND = "python -m nlpcourse.seq2seq train"  # what a record names (nlpcourse.seq2seq runs main)
 
@@ -125,7 +129,7 @@ def train_config(
     pairs: Sequence[tuple[list[int], list[int]]],
     config: TrainConfig,
     steps: int | None = None,
-    logger: Any = None,
+    logger: Logger | None = None,
     show_progress: bool = False,
 ) -> list[float]:
     """:func:`nlpcourse.seq2seq.train` with the settings of ``config`` (the first ``steps`` of
@@ -148,7 +152,9 @@ class _Validation:
     """The recorded run's logger: at each logging point, the validation WER and PER of greedy
     decoding beside the training loss, into the record."""
 
-    def __init__(self, model: Seq2Seq, valid: dict[str, list[Pron]], src: Vocab, tgt: Vocab, rec):
+    def __init__(
+        self, model: Seq2Seq, valid: dict[str, list[Pron]], src: Vocab, tgt: Vocab, rec: Recorder
+    ):
         self.model, self.valid, self.src, self.tgt, self.rec = model, valid, src, tgt, rec
 
     def log(self, step: int, **values: Any) -> None:
