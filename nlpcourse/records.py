@@ -31,11 +31,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nlpcourse.book import plain
-
-T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "book" / "results"
