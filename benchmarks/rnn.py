@@ -10,12 +10,15 @@
    small language model on the Brown training split, vocabulary ``min_count=4``, for each cell,
    and for the LSTM model with ``torch.nn.LSTM`` swapped in as its recurrent layer.
 
-Uses as many threads as the machine has cores. Takes about 35 seconds on 2 CPU cores.
-Run:  .venv/bin/python benchmarks/rnn.py
+Uses as many threads as the machine has cores, or ``--threads N`` (on a busy machine one thread
+keeps the small sizes from waiting on each other's threads). Prints the load average before and
+after. Takes about 35 seconds on 2 idle CPU cores.
+Run:  .venv/bin/python benchmarks/rnn.py [--threads N] [--layers-only]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -100,14 +103,21 @@ def lm_words_per_second() -> None:
 
 
 def main() -> None:
-    threads = os.cpu_count() or 1
-    torch.set_num_threads(threads)
+    parser = argparse.ArgumentParser(description="nlpcourse.rnn against torch.nn")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--layers-only", action="store_true", help="skip the LM training part")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     machine = platform.processor() or platform.machine()
-    print(f"{machine}, {threads} threads, torch {torch.__version__}")
+    print(f"{machine}, {args.threads} threads, torch {torch.__version__}")
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
     start = time.perf_counter()
     compare_layers()
-    lm_words_per_second()
-    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+    if not args.layers_only:
+        lm_words_per_second()
+    print(
+        f"\ntotal {time.perf_counter() - start:.0f} s, load average after: {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

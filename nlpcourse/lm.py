@@ -45,9 +45,10 @@ Neural language models
     windows of ``T`` positions.
     :func:`evaluate_perplexity` ``(model, sentences_ids, batch_size, bptt, stride=None) ->
     float``: segments read in order (state carried), or overlapping windows (``stride``).
-    :func:`train_lm` ``(model, train_ids, valid_ids, steps, ...) -> history``, the one training
-    loop of chapters 4 and 6: teacher forcing, segments of ``bptt`` positions (truncated BPTT
-    for a recurrent model) or shuffled windows (``shuffle=True``, a transformer), the model's own
+    :func:`train_lm` ``(model, train_ids, valid_ids, steps, ...) -> history``, the training of
+    chapters 4 and 6 on :func:`nlpcourse.training.train_loop` (the loop chapter 5 shares):
+    teacher forcing, segments of ``bptt`` positions (truncated BPTT for a recurrent model) or
+    shuffled windows (``shuffle=True``, a transformer), the model's own
     ``loss()`` if it has one (an adaptive softmax), gradient clipping, Adam at a fixed learning
     rate or with warm-up (:func:`warmup_lr`); returns the learning curve, and logs it to a
     :class:`nlpcourse.records.Recorder` if one is given.
@@ -77,10 +78,12 @@ ids changes no probability, only the order of :meth:`NGramLM.distribution
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nlpcourse.training import Logger
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 EOS_ID, UNK_ID = 0, 1  # the special words come first in every vocabulary
@@ -189,10 +192,6 @@ def perplexity_from_nll(total_nll: float, N: int) -> float:
 
 # ------------------------------------------------------------------- neural language models
 # torch is imported inside the functions below, so that the n-gram chapter does not need it.
-
-
-class _Logger(Protocol):
-    def log(self, step: int, **values: Any) -> None: ...
 
 
 def stream(sentences_ids: Sequence[Sequence[int]]) -> Any:
@@ -445,7 +444,7 @@ def train_lm(
     clip: float = 1.0,
     eval_every: int = 100,
     seed: int | None = 0,
-    recorder: _Logger | None = None,
+    recorder: Logger | None = None,
     show_progress: bool = False,
     *,
     warmup: int = 0,
@@ -487,11 +486,13 @@ def train_lm(
     also passed to ``recorder.log(step, ...)`` (a :class:`nlpcourse.records.Recorder`) when one is
     given, as is ``train_loss`` after each of the first ``log_first`` updates (so a recorded run's
     first losses can be checked). ``show_progress`` draws a progress bar on stderr, and
-    ``max_minutes`` stops training early once that much wall-clock time has passed (both for long
-    recorded runs).
+    ``max_minutes`` stops training at the first evaluation after that much training time
+    (evaluation not counted; both for long recorded runs). The loop itself is the book's one
+    training loop, :func:`nlpcourse.training.train_loop`; this function supplies its batches.
     """
     import torch
-    from torch import nn
+
+    from nlpcourse.training import train_loop
 
     for name, value in (("steps", steps), ("bptt", bptt), ("eval_every", eval_every)):
         if value < 1:
@@ -510,75 +511,78 @@ def train_lm(
         order = torch.randperm(len(inputs), generator=generator)
     else:
         inputs, targets = batchify(train_ids, batch_size)  # (B, L) each
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    keys = ("step", "words", "seconds", "train_loss", "train_ppl", "valid_ppl")
-    history: dict[str, list[float]] = {key: [] for key in keys}
-    words, seconds, interval_nll, interval_words = 0, 0.0, 0.0, 0
+        order = None
+    # where the next batch starts, the state carried to it, the order of the windows
+    read: dict[str, Any] = {"position": 0, "state": None, "order": order}
 
-    def record(step: int) -> None:
-        mean_nll = interval_nll / interval_words if interval_words else math.nan
+    def batch_loss(step: int) -> tuple[Any, float]:
+        """The mean negative log-likelihood of the next batch, and its number of predictions."""
+        start = read["position"]
+        if shuffle:
+            if start + batch_size > len(inputs):  # a new pass over the windows
+                read["order"], start = torch.randperm(len(inputs), generator=generator), 0
+            batch = read["order"][start : start + batch_size]
+            read["position"] = start + batch_size
+            x, y = inputs[batch], targets[batch]  # (B, T) each
+        else:
+            if start >= inputs.shape[1]:  # the end of the stream: start again from a zero state
+                start, read["state"] = 0, None
+            x = inputs[:, start : start + bptt]  # (B, T)
+            y = targets[:, start : start + bptt]  # (B, T)
+            read["position"] = start + bptt
+        nll, n, read["state"] = _nll(model, x, y, _detach(read["state"]))  # summed over n targets
+        return nll / n, n
+
+    history = _History(model, valid_ids, batch_size, bptt, eval_stride, recorder)
+    if eval_at_start:
+        history.log(0, train_loss=math.nan, seconds=0.0, seen=0)
+    train_loop(
+        model, batch_loss, steps, lr, clip, eval_every, history,
+        schedule=(lambda step: warmup_lr(step, 1.0, warmup)) if warmup else None,
+        log_first=log_first, max_minutes=max_minutes, show_progress=show_progress,
+    )  # fmt: skip
+    return history.history
+
+
+class _History:
+    """:func:`train_lm`'s logger: each point of the training loop with the training perplexity
+    and the validation perplexity, kept as lists and passed on to ``recorder``."""
+
+    def __init__(
+        self,
+        model: Any,
+        valid_ids: Sequence[Sequence[int]] | None,
+        batch_size: int,
+        bptt: int,
+        stride: int | None,
+        recorder: Logger | None,
+    ):
+        self.model, self.valid_ids, self.recorder = model, valid_ids, recorder
+        self.batch_size, self.bptt, self.stride = batch_size, bptt, stride
+        keys = ("step", "words", "seconds", "train_loss", "train_ppl", "valid_ppl")
+        self.history: dict[str, list[float]] = {key: [] for key in keys}
+
+    def log(self, step: int, **values: Any) -> None:
+        if "seen" not in values:  # the loss of one of the first steps: passed on as it is
+            if self.recorder is not None:
+                self.recorder.log(step, **values)
+            return
+        mean_nll = values["train_loss"]
         entry = {
             "step": step,
-            "words": words,
-            "seconds": seconds,
+            "words": values["seen"],
+            "seconds": values["seconds"],
             "train_loss": mean_nll,
             "train_ppl": math.exp(mean_nll),
             "valid_ppl": (
                 math.nan
-                if valid_ids is None
-                else evaluate_perplexity(model, valid_ids, batch_size, bptt, eval_stride)
+                if self.valid_ids is None
+                else evaluate_perplexity(
+                    self.model, self.valid_ids, self.batch_size, self.bptt, self.stride
+                )
             ),
         }
         for key, value in entry.items():
-            history[key].append(value)
-        if recorder is not None:
-            recorder.log(step, **{k: v for k, v in entry.items() if k != "step"})
-
-    if eval_at_start:
-        record(0)
-    updates: Iterable[int] = range(1, steps + 1)
-    if show_progress:
-        from nlpcourse.records import progress
-
-        updates = progress(updates, total=steps, desc="training")
-    start, position, state = 0, 0, None
-    wall_start = time.perf_counter()
-    for step in updates:
-        tic = time.perf_counter()
-        model.train()
-        if shuffle:
-            if position + batch_size > len(order):  # a new pass over the windows
-                order, position = torch.randperm(len(inputs), generator=generator), 0
-            batch = order[position : position + batch_size]
-            position += batch_size
-            x, y = inputs[batch], targets[batch]  # (B, T) each
-        else:
-            if start >= inputs.shape[1]:  # the end of the stream: start again from a zero state
-                start, state = 0, None
-            x = inputs[:, start : start + bptt]  # (B, T)
-            y = targets[:, start : start + bptt]  # (B, T)
-            start += bptt
-        nll, n, state = _nll(model, x, y, _detach(state))  # summed over the n counted targets
-        loss = nll / n
-        if warmup:
-            for group in optimizer.param_groups:
-                group["lr"] = warmup_lr(step, lr, warmup)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        words += n
-        interval_nll += loss.item() * n
-        interval_words += n
-        seconds += time.perf_counter() - tic
-        if recorder is not None and step <= log_first:
-            recorder.log(step, train_loss=loss.item())
-        out_of_time = (
-            max_minutes is not None and time.perf_counter() - wall_start > 60 * max_minutes
-        )
-        if step % eval_every == 0 or step == steps or out_of_time:
-            record(step)
-            interval_nll, interval_words = 0.0, 0
-        if out_of_time:
-            break
-    return history
+            self.history[key].append(value)
+        if self.recorder is not None:
+            self.recorder.log(step, **{k: v for k, v in entry.items() if k != "step"})

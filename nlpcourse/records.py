@@ -8,10 +8,10 @@ took, the final metrics and the learning curve. The page reads the record and sh
 a recorded run; a test re-runs the command's first steps and checks that they reproduce the
 recorded losses, so a record cannot be typed by hand (DESIGN.md, "Long training runs").
 
-Usage, inside a training command::
+Usage, inside a training command (a recorder is a logger of :func:`nlpcourse.training.train_loop`)::
 
     rec = Recorder("transformer_lm", command="python -m nlpcourse.lm_runs transformer", config=cfg)
-    for step in progress(range(1, steps + 1), desc="training"):
+    for step in range(1, steps + 1):
         ...
         if step % every == 0:
             rec.log(step, train_loss=loss, valid_ppl=ppl)
@@ -30,13 +30,10 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nlpcourse.book import plain
-
-T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "book" / "results"
@@ -143,10 +140,3 @@ def load_record(name: str, directory: Path | None = None) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{path} is not a complete record: it lacks {missing}")
     return record
-
-
-def progress(iterable: Iterable[T], total: int | None = None, desc: str = "") -> Iterator[T]:
-    """A plain progress bar on stderr (tqdm's, which the book's requirements already install)."""
-    from tqdm import tqdm
-
-    return iter(tqdm(iterable, total=total, desc=desc, file=sys.stderr, mininterval=2.0))

@@ -433,61 +433,86 @@ def gru_cell_textbook(
 class _LSTMThroughTime(torch.autograd.Function):
     """The LSTM over a whole sequence, with backpropagation through time written by hand.
 
-    Forward: the loop of :func:`lstm_forward`, keeping every ``h_t`` and ``c_t``. Backward:
-    recompute the gates of all steps at once (every ``h_{t-1}`` is known by then), walk back from
-    t = T to 1 carrying ``dL/dh`` and ``dL/dc``, and get the weight gradients as single matmuls
-    over all steps, as in eq. (bptt-grads): ``dL/dW_hh = sum_t delta_t h_{t-1}^T``. Autograd does
-    the same arithmetic (``LSTM(..., hand_backward=False)``) but records a node per operation per
-    step and accumulates the weight gradients step by step; by hand is about 1.6 times faster at
-    (T, B, D, H) = (100, 16, 64, 64), where that bookkeeping dominates, and 1.1 times at
-    (35, 32, 256, 256) (``benchmarks/rnn.py``). The tests compare both with torch.nn.LSTM.
+    The arithmetic of :func:`lstm_forward`, arranged for speed. The loop runs once per time step
+    in Python, and at the book's sizes a tensor operation costs more in Python and dispatch than
+    in arithmetic, so each step does as few as it can. Forward: both biases are added to
+    ``W_ih x_t`` for all steps at once, so a step's pre-activations are one ``addmm``; one
+    sigmoid and one tanh cover all four blocks (each gate reads its own block); every result is
+    written into tensors that hold all steps, through views made before the loop, and the gates
+    and ``tanh(c_t)`` are kept for the backward pass. Backward: the local derivatives of all
+    steps at once, on contiguous blocks; then a walk from t = T down to 1 carrying ``dL/dh`` and
+    ``dL/dc``, five operations a step; then the weight gradients as single matmuls over all
+    steps, as in eq. (bptt-grads): ``dL/dW_hh = sum_t delta_t h_{t-1}^T``. Autograd on the
+    readable loop (``LSTM(..., hand_backward=False)``) records a node per operation per step and
+    accumulates the weight gradients step by step. The tests compare both with torch.nn.LSTM;
+    ``benchmarks/rnn.py`` times them.
     """
 
     @staticmethod
     def forward(ctx, x, h_0, c_0, weight_ih, weight_hh, bias_ih, bias_hh):
-        wx = _input_projection(x, weight_ih, bias_ih)  # (T, B, 4H)
-        h_t, c_t = h_0, c_0
-        hs, cs = [h_0], [c_0]
-        for wx_t in wx.unbind(0):
-            h_t, c_t = _lstm_recurrence(wx_t, h_t, c_t, weight_hh, bias_hh)
-            hs.append(h_t)
-            cs.append(c_t)
-        hs, cs = torch.stack(hs), torch.stack(cs)  # (T+1, B, H): h_0..h_T and c_0..c_T
-        ctx.save_for_backward(x, wx, hs, cs, weight_ih, weight_hh, bias_hh)
-        return hs[1:], h_t, c_t
+        T, B, D = x.shape
+        H = h_0.shape[1]
+        # W_ih x_t + b_ih + b_hh for every step: one (T*B, D) x (D, 4H) matmul
+        wxb = torch.addmm(bias_ih + bias_hh, x.reshape(T * B, D), weight_ih.T).view(T, B, 4 * H)
+        hs = x.new_empty(T + 1, B, H)  # h_0 .. h_T
+        cs = x.new_empty(T + 1, B, H)  # c_0 .. c_T
+        sig = x.new_empty(T, B, 4 * H)  # sigma(a_t) of all four blocks; g's block unused
+        tanh_a = x.new_empty(T, B, 4 * H)  # tanh(a_t) of all four blocks; only g's used
+        tanh_c = x.new_empty(T, B, H)  # tanh(c_t)
+        hs[0], cs[0] = h_0, c_0
+        # each step's slices, made once: unbind returns all T views in one call
+        i, f, o = (sig[..., k * H : (k + 1) * H].unbind(0) for k in (0, 1, 3))  # T of (B, H)
+        g = tanh_a[..., 2 * H : 3 * H].unbind(0)  # the candidates g_t, T of (B, H)
+        h, c, a_sig, a_tanh, tc = (t.unbind(0) for t in (hs, cs, sig, tanh_a, tanh_c))
+        W_hh_T = weight_hh.T  # (H, 4H)
+        for t, wxb_t in enumerate(wxb.unbind(0)):
+            a_t = torch.addmm(wxb_t, h[t], W_hh_T)  # (lstm-gates): pre-activations (B, 4H)
+            torch.sigmoid(a_t, out=a_sig[t])  # i_t, f_t, o_t
+            torch.tanh(a_t, out=a_tanh[t])  # g_t
+            torch.addcmul(f[t] * c[t], i[t], g[t], out=c[t + 1])  # (lstm-c)
+            torch.tanh(c[t + 1], out=tc[t])
+            torch.mul(o[t], tc[t], out=h[t + 1])  # (lstm-h)
+        ctx.save_for_backward(x, hs, cs, sig, tanh_a, tanh_c, weight_ih, weight_hh)
+        return hs[1:], hs[T].clone(), cs[T].clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_output, d_h_n, d_c_n):
-        x, wx, hs, cs, weight_ih, weight_hh, bias_hh = ctx.saved_tensors
+        x, hs, cs, sig, tanh_a, tanh_c, weight_ih, weight_hh = ctx.saved_tensors
         T, B, D = x.shape
-        h_prev, c_prev, c = hs[:-1], cs[:-1], cs[1:]  # (T, B, H): h_{t-1}, c_{t-1}, c_t
-        i, f, g, o = _lstm_gates(wx + F.linear(h_prev, weight_hh, bias_hh))  # (T, B, H) each
-        tanh_c = torch.tanh(c)
+        H = hs.shape[2]
+        # each gate as one contiguous (T, B, H) block: elementwise work on strided slices is
+        # many times slower (a short inner loop per row)
+        i, f, _, o = sig.view(T, B, 4, H).permute(2, 0, 1, 3).contiguous()  # (T, B, H) each
+        g = tanh_a.view(T, B, 4, H)[:, :, 2].contiguous()  # (T, B, H)
         # local derivatives of every step, at once; sigma' = sigma (1 - sigma), tanh' = 1 - tanh^2
-        dc_dai = g * i * (1 - i)  # dc_t/da_i: a_i is the input gate's pre-activation
-        dc_daf = c_prev * f * (1 - f)  # dc_t/da_f
-        dc_dag = i * (1 - g**2)  # dc_t/da_g
-        dh_dao = tanh_c * o * (1 - o)  # dh_t/da_o
-        dh_dc = o * (1 - tanh_c**2)  # dh_t/dc_t
-        d_a = torch.empty_like(wx)  # dL/da_t for all four gates, filled from t = T down (T, B, 4H)
-        d_ai, d_af, d_ag, d_ao = d_a.chunk(4, dim=-1)  # views, (T, B, H) each
-        dh_next, dc_next = d_h_n, d_c_n  # dL/dh_T and dL/dc_T from the final state
+        dc_da = torch.stack(  # dc_t/da for the three gates that act through c_t: i, f, g
+            [g * i * (1 - i), cs[:-1] * f * (1 - f), i * (1 - g**2)], dim=2
+        ).unbind(0)  # T of (B, 3, H)
+        dh_dao = (tanh_c * o * (1 - o)).unbind(0)  # dh_t/da_o, T of (B, H)
+        dh_dc = (o * (1 - tanh_c**2)).unbind(0)  # dh_t/dc_t, T of (B, H)
+        forget = f.unbind(0)
+        d_a = x.new_empty(T, B, 4, H)  # dL/da_t for the four gates, filled from t = T down
+        d_a_t = d_a.view(T, B, 4 * H).unbind(0)  # T of (B, 4H)
+        d_a_cell = d_a[:, :, :3].unbind(0)  # the gates i, f, g, T of (B, 3, H)
+        d_a_o = d_a[:, :, 3].unbind(0)  # the output gate, T of (B, H)
+        d_out = d_output.unbind(0)
+        dc = x.new_empty(B, H)  # dL/dc_t, rewritten at each step
+        dc_3 = dc.unsqueeze(1)  # the same numbers as (B, 1, H), for the three gates at once
+        dh, dc_next = d_out[T - 1] + d_h_n, d_c_n  # dL/dh_T and dL/dc_T from the final state
         for t in reversed(range(T)):
-            dh = d_output[t] + dh_next  # dL/dh_t: from the output at t and from step t+1
-            dc = torch.addcmul(dc_next, dh, dh_dc[t])  # dL/dc_t: cell path + dh_t * dh_t/dc_t
-            torch.mul(dc, dc_dai[t], out=d_ai[t])  # d_ai[t] = dc * dc_dai[t], written in place
-            torch.mul(dc, dc_daf[t], out=d_af[t])
-            torch.mul(dc, dc_dag[t], out=d_ag[t])
-            torch.mul(dh, dh_dao[t], out=d_ao[t])
-            dc_next = dc * f[t]  # dL/dc_{t-1} along the cell path: times the forget gate
-            dh_next = d_a[t] @ weight_hh  # dL/dh_{t-1} through the gates of step t
-        d_a = d_a.reshape(T * B, -1)  # (T*B, 4H)
-        d_weight_hh = d_a.T @ h_prev.reshape(T * B, -1)  # sum_t delta_t h_{t-1}^T, (4H, H)
+            torch.addcmul(dc_next, dh, dh_dc[t], out=dc)  # dL/dc_t: cell path + through h_t
+            torch.mul(dc_3, dc_da[t], out=d_a_cell[t])  # dL/da for i, f, g
+            torch.mul(dh, dh_dao[t], out=d_a_o[t])  # dL/da_o
+            dc_next = dc * forget[t]  # dL/dc_{t-1} along the cell path: times the forget gate
+            # dL/dh_{t-1}: through the gates of step t, plus from the output at t - 1
+            dh = torch.addmm(d_out[t - 1], d_a_t[t], weight_hh) if t else d_a_t[0] @ weight_hh
+        d_a = d_a.view(T * B, 4 * H)
+        d_weight_hh = d_a.T @ hs[:-1].reshape(T * B, H)  # sum_t delta_t h_{t-1}^T, (4H, H)
         d_weight_ih = d_a.T @ x.reshape(T * B, D)  # sum_t delta_t x_t^T, (4H, D)
         d_bias = d_a.sum(0)  # both biases get sum_t delta_t, (4H,)
-        d_x = (d_a @ weight_ih).reshape(T, B, D)  # (T, B, D)
-        return d_x, dh_next, dc_next, d_weight_ih, d_weight_hh, d_bias, d_bias
+        d_x = (d_a @ weight_ih).view(T, B, D)  # (T, B, D)
+        return d_x, dh, dc_next, d_weight_ih, d_weight_hh, d_bias, d_bias
 
 
 class _RecurrentLayer(nn.Module):

@@ -67,15 +67,14 @@ Deliberate departures, stated plainly:
 * The length normaliser is ``|y|^alpha`` with ``|y|`` counting ``</s>``, simpler than Wu et al.'s
   ``((5 + |y|) / 6)^alpha``; ``alpha = 0`` is the plain sum of log-probabilities.
 
-Run ``python -m nlpcourse.seq2seq train --config g2p`` to train the recorded model (it writes
-``book/results/seq2seq_g2p.json``).
+The recorded run of the chapter (``book/results/seq2seq_g2p.json``) is made by
+``python -m nlpcourse.seq2seq_runs train --config g2p`` (:mod:`nlpcourse.seq2seq_runs`).
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, cast
 
@@ -85,6 +84,7 @@ from torch import Tensor, nn
 
 from nlpcourse.guard import reference
 from nlpcourse.rnn import GRU, LSTM
+from nlpcourse.training import Logger, evaluating, train_loop
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -242,7 +242,7 @@ class Attention(nn.Module):
 
     def forward(
         self, query: Tensor, keys: Tensor, mask: Tensor, prepared: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor | None, Tensor]:
         if query.ndim not in (2, 3) or keys.ndim != 3 or keys.shape[0] != query.shape[0]:
             raise ValueError(
                 f"attention expects query (B, H) and keys (B, S, D), got {tuple(query.shape)} "
@@ -301,11 +301,33 @@ class AdditiveAttention(Attention):
         return self.v(torch.tanh(Ws + Wk)).squeeze(3)  # (B, T, S, A) -> (B, T, S)
 
 
-def make_attention(kind: str, H: int, D: int) -> Attention | None:
+def encoder_summary(keys: Tensor, mask: Tensor) -> Tensor:
+    """The encoder's summary of each word, ``c = [h_S^fwd ; h_1^bwd]``: the forward half of the
+    last letter's key and the backward half of the first letter's. ``keys`` (B, S, D), ``mask``
+    (B, S) -> (B, D). It starts the decoder, eq. (s2s-init), and is the fixed context without
+    attention."""
+    half = keys.shape[2] // 2  # D/2, each direction's width
+    last = (mask.sum(1) - 1).view(-1, 1, 1).expand(-1, 1, half)  # the last letter, (B, 1, D/2)
+    h_fwd_last = keys[:, :, :half].gather(1, last).squeeze(1)  # h_S^fwd, (B, D/2)
+    return torch.cat([h_fwd_last, keys[:, 0, half:]], dim=1)  # [h_S^fwd ; h_1^bwd], (B, D)
+
+
+class FixedContext(Attention):
+    """No attention (``attention="none"``): the context is the same vector at every step, the
+    encoder's summary :func:`encoder_summary`, whatever the query; there are no weights (None)."""
+
+    def forward(
+        self, query: Tensor, keys: Tensor, mask: Tensor, prepared: Tensor | None = None
+    ) -> tuple[Tensor | None, Tensor]:
+        c = encoder_summary(keys, mask)  # (B, D)
+        return None, c if query.ndim == 2 else c.unsqueeze(1).expand(-1, query.shape[1], -1)
+
+
+def make_attention(kind: str, H: int, D: int) -> Attention:
     if kind not in ATTENTIONS:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {kind!r}")
     return {
-        "none": lambda: None,
+        "none": lambda: FixedContext(),
         "dot": lambda: DotAttention(),
         "bilinear": lambda: BilinearAttention(H, D),
         "additive": lambda: AdditiveAttention(H, D),
@@ -320,18 +342,51 @@ class Memory(NamedTuple):
 
     keys: Tensor  # k_j, (N, S, D), zero at padding
     mask: Tensor  # True at real letters, (N, S)
-    summary: Tensor  # the fixed context c = [h_S^fwd ; h_1^bwd], (N, D)
-    prepared: Tensor | None  # the keys' part of the attention score, (N, S, .); None without
+    prepared: Tensor  # the keys' part of the attention score, (N, S, .)
 
     def rows(self, index: Tensor) -> Memory:
         """The memory of the words ``index`` (N',), repeated where an index repeats."""
-        prepared = None if self.prepared is None else self.prepared.index_select(0, index)
-        return Memory(
-            self.keys.index_select(0, index),
-            self.mask.index_select(0, index),
-            self.summary.index_select(0, index),
-            prepared,
-        )
+        return Memory(*(field.index_select(0, index) for field in self))
+
+
+# The decoder's recurrence, chosen when the model is built. Its state is one tensor per word, so
+# that beam search reorders it with one gather: ``s`` (N, H) for a GRU, ``[s ; m]`` (N, 2H) for
+# an LSTM (``m`` its memory cell, which starts at 0). ``start`` makes the first state from
+# ``s_0``, ``run`` reads inputs (T, N, E') and returns ``s_1 .. s_T`` (T, N, H) and the last
+# state, and ``query`` is the part of a state that attention reads, ``s`` (N, H).
+
+
+class GRUDecoder(GRU):
+    """Chapter 4's GRU as the decoder's recurrence, eq. (s2s-dec); the state is ``s`` (N, H)."""
+
+    def start(self, s_0: Tensor) -> Tensor:
+        return s_0  # (N, H)
+
+    def run(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+        s, s_last = self(x, state.unsqueeze(0))  # (T, N, H), (1, N, H)
+        return s, s_last[0]
+
+    def query(self, state: Tensor) -> Tensor:
+        return state  # s, (N, H)
+
+
+class LSTMDecoder(LSTM):
+    """Chapter 4's LSTM as the decoder's recurrence, eq. (s2s-dec); the state is ``[s ; m]``
+    (N, 2H), the memory cell starting at 0."""
+
+    def start(self, s_0: Tensor) -> Tensor:
+        return torch.cat([s_0, torch.zeros_like(s_0)], dim=1)  # [s_0 ; m_0 = 0], (N, 2H)
+
+    def run(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+        h_0, m_0 = state.chunk(2, dim=1)  # (N, H) each
+        s, (s_last, m_last) = self(x, (h_0.unsqueeze(0), m_0.unsqueeze(0)))  # (T, N, H)
+        return s, torch.cat([s_last[0], m_last[0]], dim=1)  # (N, 2H)
+
+    def query(self, state: Tensor) -> Tensor:
+        return state[:, : self.hidden_size]  # s, (N, H)
+
+
+RECURRENCES = {"gru": (GRU, GRUDecoder), "lstm": (LSTM, LSTMDecoder)}  # cell: (encoder, decoder)
 
 
 class Seq2Seq(nn.Module):
@@ -348,9 +403,11 @@ class Seq2Seq(nn.Module):
     layers above the first and of ``o_t`` while training. ``src`` is (B, S) letter ids padded
     with 0.
 
-    The decoder's state is one tensor per word: ``s`` (N, H) for a GRU, ``[s ; m]`` (N, 2H) for
-    an LSTM (``m`` its memory cell, which starts at 0), so beam search reorders it with one
-    gather; the query is always its first ``H`` columns.
+    The options are chosen once, here: the cell picks the layers (the decoder's is a
+    :class:`GRUDecoder` or :class:`LSTMDecoder`, which keeps the LSTM's ``[s ; m]`` state to
+    itself), the attention its module (:func:`make_attention`; :class:`FixedContext` for
+    ``"none"``) and the placement the step and the teacher-forcing pass that :meth:`step` and
+    :meth:`forward` run (``_luong_step`` / ``_luong_forcing`` or the Bahdanau pair).
     """
 
     def __init__(
@@ -378,8 +435,8 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.dropout = dropout
         self.V_x, self.V_y, self.E, self.H, self.attention_kind = V_x, V_y, E, H, attention
-        self.cell, self.placement, self.enc_layers = cell, placement, enc_layers
-        RNN = GRU if cell == "gru" else LSTM
+        self.cell, self.placement, self.enc_layers = cell, placement, enc_layers  # for the record
+        RNN, Decoder = RECURRENCES[cell]
         D = H  # the keys [h_fwd ; h_bwd] have the decoder's width
         self.emb_x = nn.Embedding(V_x, E, padding_idx=PAD_ID)
         self.enc_fwd = RNN(E, H // 2)
@@ -390,13 +447,18 @@ class Seq2Seq(nn.Module):
         )
         self.W_init = nn.Linear(D, H)
         self.emb_y = nn.Embedding(V_y, E, padding_idx=PAD_ID)
-        self.dec = RNN(E + D if placement == "bahdanau" else E, H)  # Bahdanau: input [e ; c]
+        self.dec = Decoder(E + D if placement == "bahdanau" else E, H)  # Bahdanau: input [e ; c]
         self.attention = make_attention(attention, H, D)
         self.W_c = nn.Linear(D + H, H)
         self.W_o = nn.Linear(H, V_y)
         never = torch.zeros(V_y, dtype=torch.bool)
         never[[PAD_ID, BOS_ID]] = True
         self.register_buffer("never_output", never, persistent=False)
+        # the placement's step and teacher-forcing pass, eq. (s2s-dec) or (s2s-bahdanau)
+        self._step, self._forcing = {
+            "luong": (self._luong_step, self._luong_forcing),
+            "bahdanau": (self._bahdanau_step, self._bahdanau_forcing),
+        }[placement]
 
     def _drop(self, x: Tensor) -> Tensor:
         """Dropout (only while training) on the embeddings, between encoder layers and on ``o_t``;
@@ -428,10 +490,10 @@ class Seq2Seq(nn.Module):
         return h_fwd.transpose(0, 1), h_bwd  # (B, S, H/2) each
 
     def encode(self, src: Tensor) -> tuple[Memory, Tensor]:
-        """``src`` (B, S) -> the :class:`Memory` of each word (keys (B, S, D), mask (B, S),
-        summary (B, D), the prepared keys) and the decoder's first state, (B, H) or (B, 2H)."""
+        """``src`` (B, S) -> the :class:`Memory` of each word (keys (B, S, D), mask (B, S), the
+        prepared keys) and the decoder's first state, (B, H) or (B, 2H)."""
         self._check_src(src)
-        B, S = src.shape
+        S = src.shape[1]
         mask = src != PAD_ID  # (B, S)
         lengths = mask.sum(1)  # (B,)
         e = self._drop(self.emb_x(src))  # (B, S, E)
@@ -443,37 +505,12 @@ class Seq2Seq(nn.Module):
             fwd, bwd = cast(nn.ModuleList, layer)
             x = self._drop(torch.cat([h_fwd, h_bwd], dim=2))  # (B, S, D)
             h_fwd, h_bwd = self._bidirectional(fwd, bwd, x, rev)  # (B, S, H/2) x 2
-        keys = torch.cat([h_fwd, h_bwd], dim=2)  # (s2s-enc), (B, S, D)
-        last = (lengths - 1).view(B, 1, 1).expand(-1, 1, self.H // 2)
-        h_fwd_last = h_fwd.gather(1, last).squeeze(1)  # (B, H/2)
-        summary = torch.cat([h_fwd_last, h_bwd[:, 0]], dim=1)  # (B, D)
-        s_0 = torch.tanh(self.W_init(summary))  # (s2s-init), (B, H)
-        if self.cell == "lstm":
-            s_0 = torch.cat([s_0, torch.zeros_like(s_0)], dim=1)  # [s_0 ; m_0 = 0], (B, 2H)
-        keys = keys * mask.unsqueeze(2)  # (B, S, D)
-        prepared = None if self.attention is None else self.attention.prepare(keys)  # (B, S, .)
-        return Memory(keys, mask, summary, prepared), s_0
+        keys = torch.cat([h_fwd, h_bwd], dim=2) * mask.unsqueeze(2)  # (s2s-enc), (B, S, D)
+        s_0 = torch.tanh(self.W_init(encoder_summary(keys, mask)))  # (s2s-init), (B, H)
+        prepared = self.attention.prepare(keys)  # (B, S, .)
+        return Memory(keys, mask, prepared), self.dec.start(s_0)
 
     # ------------------------------------------------------------------------------ decoder
-    def recur(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
-        """The decoder RNN over inputs ``x`` (T, N, E') from ``state`` (N, H) or (N, 2H):
-        returns the states ``s_1 .. s_T`` (T, N, H) and the last full state."""
-        if self.cell == "gru":
-            s, s_last = self.dec(x, state.unsqueeze(0))  # (T, N, H), (1, N, H)
-            return s, s_last[0]
-        h_0, m_0 = state.chunk(2, dim=1)  # (N, H) each
-        s, (s_last, m_last) = self.dec(x, (h_0.unsqueeze(0), m_0.unsqueeze(0)))  # (T, N, H)
-        return s, torch.cat([s_last[0], m_last[0]], dim=1)  # (N, 2H)
-
-    def attend(self, query: Tensor, memory: Memory) -> tuple[Tensor | None, Tensor]:
-        """Attention weights (N, [T,] S) or None, and the context (N, [T,] D), for queries
-        (N, H) or (N, T, H), eqs. (att-score) and (att-context); without attention the context
-        is the fixed ``summary``."""
-        if self.attention is None:
-            c = memory.summary  # the fixed c, (N, D)
-            return None, c if query.ndim == 2 else c.unsqueeze(1).expand(-1, query.shape[1], -1)
-        return self.attention(query, memory.keys, memory.mask, memory.prepared)
-
     def predict(self, context: Tensor, s: Tensor) -> Tensor:
         """``log softmax(W_o tanh(W_c [c_t ; s_t]))``, eq. (s2s-dec), over the last axis;
         ``<pad>`` and ``<s>`` get -inf. (N, [T,] D), (N, [T,] H) -> (N, [T,] V)."""
@@ -486,20 +523,24 @@ class Seq2Seq(nn.Module):
         """Teacher forcing: ``tgt`` (B, T + 1) is ``<s> y_1 .. y_T </s>`` padded; returns the
         log-probabilities (B, T, V) of ``tgt[:, 1:]`` given the true previous phones."""
         memory, state = self.encode(src)  # (B, S, D) ..., (B, H) or (B, 2H)
-        y_in = tgt[:, :-1]  # (B, T)
-        if self.placement == "bahdanau":
-            # each step's recurrence reads that step's context: one step at a time
-            logps = []
-            for y_prev in y_in.unbind(1):  # (B,)
-                logp_t, state, _ = self.step(y_prev, state, memory)  # (B, V)
-                logps.append(logp_t)
-            return torch.stack(logps, dim=1)  # (B, T, V)
-        # Luong: the recurrence does not depend on attention, so all T states come first
+        return self._forcing(tgt[:, :-1], state, memory)  # (B, T, V)
+
+    def _luong_forcing(self, y_in: Tensor, state: Tensor, memory: Memory) -> Tensor:
+        """Luong: the recurrence does not depend on attention, so all T states come first and
+        attention scores them at once. ``y_in`` (B, T) -> (B, T, V)."""
         e = self._drop(self.emb_y(y_in))  # (B, T, E)
-        s, _ = self.recur(e.transpose(0, 1), state)  # (s2s-dec), (T, B, H)
+        s, _ = self.dec.run(e.transpose(0, 1), state)  # (s2s-dec), (T, B, H)
         s = s.transpose(0, 1)  # (B, T, H)
-        _, context = self.attend(s, memory)  # (B, T, D)
+        _, context = self.attention(s, memory.keys, memory.mask, memory.prepared)  # (B, T, D)
         return self.predict(context, s)  # (B, T, V)
+
+    def _bahdanau_forcing(self, y_in: Tensor, state: Tensor, memory: Memory) -> Tensor:
+        """Bahdanau: each step's recurrence reads that step's context, so one step at a time."""
+        logps = []
+        for y_prev in y_in.unbind(1):  # (B,)
+            logp_t, state, _ = self._bahdanau_step(y_prev, state, memory)  # (B, V)
+            logps.append(logp_t)
+        return torch.stack(logps, dim=1)  # (B, T, V)
 
     def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Mean negative log-likelihood over the non-padding target phones, eq. (s2s-loss)."""
@@ -512,17 +553,29 @@ class Seq2Seq(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """One decoder step for N words: previous phones (N,) and states (N, H) or (N, 2H) ->
         log-probabilities (N, V), new states, attention weights (N, S) or None."""
+        return self._step(y_prev, state, memory)
+
+    def _luong_step(
+        self, y_prev: Tensor, state: Tensor, memory: Memory
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Eq. (s2s-dec): the new state ``s_t`` is the query."""
         e = self._drop(self.emb_y(y_prev))  # (N, E)
-        if self.placement == "bahdanau":
-            weights, context = self.attend(state[:, : self.H], memory)  # query s_{t-1}, (N, D)
-            x = torch.cat([e, context], dim=1)  # (s2s-bahdanau), (N, E + D)
-            _, state = self.recur(x.unsqueeze(0), state)  # (N, H) or (N, 2H)
-            s = state[:, : self.H]  # s_t, (N, H)
-        else:
-            _, state = self.recur(e.unsqueeze(0), state)  # (s2s-dec)
-            s = state[:, : self.H]  # s_t, (N, H)
-            weights, context = self.attend(s, memory)  # query s_t, (N, S), (N, D)
-        return self.predict(context, s), state, weights
+        _, state = self.dec.run(e.unsqueeze(0), state)  # (N, H) or (N, 2H)
+        s = self.dec.query(state)  # s_t, (N, H)
+        weights, context = self.attention(s, memory.keys, memory.mask, memory.prepared)
+        return self.predict(context, s), state, weights  # (N, V), ..., (N, S) or None
+
+    def _bahdanau_step(
+        self, y_prev: Tensor, state: Tensor, memory: Memory
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Eq. (s2s-bahdanau): the previous state ``s_{t-1}`` is the query and the context is
+        an input of the step."""
+        e = self._drop(self.emb_y(y_prev))  # (N, E)
+        query = self.dec.query(state)  # s_{t-1}, (N, H)
+        weights, context = self.attention(query, memory.keys, memory.mask, memory.prepared)
+        x = torch.cat([e, context], dim=1)  # (s2s-bahdanau), (N, E + D)
+        _, state = self.dec.run(x.unsqueeze(0), state)  # (N, H) or (N, 2H)
+        return self.predict(context, self.dec.query(state)), state, weights
 
     # ----------------------------------------------------------------------------- decoding
     @torch.no_grad()
@@ -552,28 +605,28 @@ class Seq2Seq(nn.Module):
     def _decode(self, src, max_len, generator, temperature, return_attention):
         if max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
-        was_training = self.training
-        self.eval()
-        memory, state = self.encode(src)
-        B = src.shape[0]
-        y = torch.full((B,), BOS_ID, dtype=torch.long)  # (B,)
-        done = torch.zeros(B, dtype=torch.bool)
-        out, atts = [], []
-        for _ in range(max_len):
-            logp, state, weights = self.step(y, state, memory)  # (B, V), (B, S)
-            if generator is None:
-                y = logp.argmax(1)  # (B,)
-            else:
-                y = torch.multinomial(torch.softmax(logp / temperature, 1), 1, generator=generator)
-                y = y.squeeze(1)  # (B,)
-            y = y.masked_fill(done, PAD_ID)
-            out.append(y)
-            if weights is not None:
-                atts.append(weights)
-            done = done | (y == EOS_ID)
-            if done.all():
-                break
-        self.train(was_training)
+        with evaluating(self):  # eval mode inside, the caller's mode restored after
+            memory, state = self.encode(src)
+            B = src.shape[0]
+            y = torch.full((B,), BOS_ID, dtype=torch.long)  # (B,)
+            done = torch.zeros(B, dtype=torch.bool)
+            out, atts = [], []
+            for _ in range(max_len):
+                logp, state, weights = self._step(y, state, memory)  # (B, V), (B, S)
+                if generator is None:
+                    y = logp.argmax(1)  # (B,)
+                else:
+                    y = torch.multinomial(
+                        torch.softmax(logp / temperature, 1), 1, generator=generator
+                    )
+                    y = y.squeeze(1)  # (B,)
+                y = y.masked_fill(done, PAD_ID)
+                out.append(y)
+                if weights is not None:
+                    atts.append(weights)
+                done = done | (y == EOS_ID)
+                if done.all():
+                    break
         ys = torch.stack(out, 1)  # (B, T)
         seqs = [_until_eos(row) for row in ys.tolist()]
         if not return_attention:
@@ -602,42 +655,40 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
         if max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
-        was_training = self.training
-        self.eval()
-        K, V = beam_size, self.V_y
-        memory, state = self.encode(src)  # (B, S, D) ..., (B, H) or (B, 2H)
-        B = src.shape[0]
-        word = torch.arange(B).repeat_interleave(K)  # the word of each hypothesis row, (B*K,)
-        state = state.repeat_interleave(K, 0)  # (B*K, H) or (B*K, 2H)
-        score = torch.full((B, K), -math.inf)
-        score[:, 0] = 0.0  # one live hypothesis to start with, so no duplicates
-        ended = torch.zeros(B, K, dtype=torch.bool)
-        length = torch.zeros(B, K)
-        tokens = torch.zeros(B, K, 0, dtype=torch.long)
-        frozen = torch.full((V,), -math.inf)
-        frozen[PAD_ID] = 0.0  # an ended hypothesis continues only with <pad>, at no cost
-        y = torch.full((B * K,), BOS_ID, dtype=torch.long)  # (B*K,)
-        for t in range(max_len):
-            live = (~ended & (score > -math.inf)).view(B * K)  # (B*K,)
-            rows = live.nonzero().squeeze(1)  # the live rows, (N,)
-            logp_live, state_live, _ = self.step(y[rows], state[rows], memory.rows(word[rows]))
-            logp = frozen.expand(B * K, V).index_copy(0, rows, logp_live)  # (B*K, V)
-            state = state.index_copy(0, rows, state_live)  # (B*K, H) or (B*K, 2H)
-            total = score.unsqueeze(2) + logp.view(B, K, V)  # (B, K, V)
-            score, flat = total.view(B, K * V).topk(K, dim=1)  # best K of K*V, (B, K)
-            beam, token = flat // V, flat % V  # which hypothesis it extends, with which phone
-            tokens = torch.cat(
-                [tokens.gather(1, beam.unsqueeze(2).expand(-1, -1, t)), token.unsqueeze(2)], 2
-            )  # (B, K, t + 1)
-            was_ended = ended.gather(1, beam)  # (B, K)
-            length = length.gather(1, beam) + (~was_ended).float()
-            ended = was_ended | (token == EOS_ID)
-            rows_from = (beam + torch.arange(B).unsqueeze(1) * K).view(B * K)  # (B*K,)
-            state = state.index_select(0, rows_from)  # each new hypothesis takes its parent's
-            y = token.view(B * K)
-            if (ended | torch.isinf(score)).all():
-                break  # early stopping: every beam holds K ended hypotheses
-        self.train(was_training)
+        with evaluating(self):  # eval mode inside, the caller's mode restored after
+            K, V = beam_size, self.V_y
+            memory, state = self.encode(src)  # (B, S, D) ..., (B, H) or (B, 2H)
+            B = src.shape[0]
+            word = torch.arange(B).repeat_interleave(K)  # the word of each hypothesis row, (B*K,)
+            state = state.repeat_interleave(K, 0)  # (B*K, H) or (B*K, 2H)
+            score = torch.full((B, K), -math.inf)
+            score[:, 0] = 0.0  # one live hypothesis to start with, so no duplicates
+            ended = torch.zeros(B, K, dtype=torch.bool)
+            length = torch.zeros(B, K)
+            tokens = torch.zeros(B, K, 0, dtype=torch.long)
+            frozen = torch.full((V,), -math.inf)
+            frozen[PAD_ID] = 0.0  # an ended hypothesis continues only with <pad>, at no cost
+            y = torch.full((B * K,), BOS_ID, dtype=torch.long)  # (B*K,)
+            for t in range(max_len):
+                live = (~ended & (score > -math.inf)).view(B * K)  # (B*K,)
+                rows = live.nonzero().squeeze(1)  # the live rows, (N,)
+                logp_live, state_live, _ = self._step(y[rows], state[rows], memory.rows(word[rows]))
+                logp = frozen.expand(B * K, V).index_copy(0, rows, logp_live)  # (B*K, V)
+                state = state.index_copy(0, rows, state_live)  # (B*K, H) or (B*K, 2H)
+                total = score.unsqueeze(2) + logp.view(B, K, V)  # (B, K, V)
+                score, flat = total.view(B, K * V).topk(K, dim=1)  # best K of K*V, (B, K)
+                beam, token = flat // V, flat % V  # which hypothesis it extends, with which phone
+                tokens = torch.cat(
+                    [tokens.gather(1, beam.unsqueeze(2).expand(-1, -1, t)), token.unsqueeze(2)], 2
+                )  # (B, K, t + 1)
+                was_ended = ended.gather(1, beam)  # (B, K)
+                length = length.gather(1, beam) + (~was_ended).float()
+                ended = was_ended | (token == EOS_ID)
+                rows_from = (beam + torch.arange(B).unsqueeze(1) * K).view(B * K)  # (B*K,)
+                state = state.index_select(0, rows_from)  # each new hypothesis takes its parent's
+                y = token.view(B * K)
+                if (ended | torch.isinf(score)).all():
+                    break  # early stopping: every beam holds K ended hypotheses
         normalised = score / length.clamp(min=1) ** length_penalty  # (beam-norm), (B, K)
         best = normalised.argmax(1)  # (B,)
         seqs = [_until_eos(tokens[b, best[b]].tolist()) for b in range(B)]
@@ -721,15 +772,15 @@ def beam_search(
     return _until_eos(best[1]), normalised(best)
 
 
-@torch.no_grad()
 def model_step(model: Seq2Seq, src: Tensor) -> tuple[Step, Tensor]:
     """One word ``src`` (S,) as a step function for :func:`greedy_decode` and
-    :func:`beam_search`, with its first state."""
-    model.eval()
-    memory, s_0 = model.encode(src.unsqueeze(0))  # keys (1, S, D) ..., s_0 (1, H) or (1, 2H)
+    :func:`beam_search`, with its first state. The model runs in evaluation mode inside each
+    call and is left in the mode it was in."""
+    with torch.no_grad(), evaluating(model):
+        memory, s_0 = model.encode(src.unsqueeze(0))  # keys (1, S, D) ..., s_0 (1, H) or (1, 2H)
 
     def step(y_prev: int, s: Tensor) -> tuple[Tensor, Tensor]:
-        with torch.no_grad():
+        with torch.no_grad(), evaluating(model):
             logp, s_new, _ = model.step(torch.tensor([y_prev]), s, memory)
         return logp[0], s_new  # (V,), (1, H) or (1, 2H)
 
@@ -893,176 +944,40 @@ def train(
     clip: float = 1.0,
     seed: int = 0,
     log_every: int = 100,
-    callback: Callable[[int, float], None] | None = None,
+    logger: Logger | None = None,
     show_progress: bool = False,
     max_minutes: float | None = None,
     decay_over: int | None = None,
 ) -> list[float]:
-    """Adam with teacher forcing and gradient-norm clipping for ``steps`` batches (epochs are
-    reshuffled with ``seed``). Returns the mean training loss of each ``log_every`` steps and
-    calls ``callback(step, that mean)`` after each. With ``max_minutes`` training also stops at
-    the first ``log_every`` boundary after that much training time (the callback's time is not
-    counted). With ``decay_over`` = N the learning rate falls linearly from ``lr`` at the first
-    step to ``lr / N`` at step N, ``lr_t = lr (N - t + 1) / N``; otherwise it stays ``lr``."""
+    """Teacher forcing on batches of ``pairs`` for ``steps`` updates of the book's training loop,
+    :func:`nlpcourse.training.train_loop` (Adam, gradient-norm clipping to ``clip``, logging to
+    ``logger``, the time limit ``max_minutes``). ``model`` is a :class:`Seq2Seq` or any module
+    with its ``loss(src, tgt)`` (the mean loss of a batch). Epochs are reshuffled with ``seed``
+    (:func:`make_batches`). Returns the mean training loss (eq. (s2s-loss)) of each ``log_every``
+    steps, and of the steps after the last multiple. With ``decay_over`` = N the learning rate
+    falls linearly from ``lr`` at the first step to ``lr / N`` at step N,
+    ``lr_t = lr (N - t + 1) / N`` (:func:`linear_decay`); otherwise it stays ``lr``."""
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps} and {batch_size}")
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    curve: list[float] = []
-    running = 0.0
+    torch.manual_seed(seed)  # the dropout masks
+    gen = torch.Generator().manual_seed(seed)  # the order of the batches
     batches: list[tuple[Tensor, Tensor]] = []
-    trained, since = 0.0, time.perf_counter()
-    it: Iterable[int] = range(1, steps + 1)
-    if show_progress:
-        from nlpcourse.records import progress
+    loss = cast(Callable[[Tensor, Tensor], Tensor], model.loss)  # a Seq2Seq, or any model with it
 
-        it = progress(it, total=steps, desc="training")
-    for step in it:
+    def batch_loss(step: int) -> tuple[Tensor, float]:
         if not batches:
-            batches = make_batches(pairs, batch_size, gen)
+            batches.extend(make_batches(pairs, batch_size, gen))
         src, tgt = batches.pop()
-        if decay_over:
-            for group in optimizer.param_groups:
-                group["lr"] = lr * linear_decay(step, decay_over)
-        loss = model.loss(src, tgt)  # type: ignore[operator]
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        running += loss.item()
-        if step % log_every == 0:
-            curve.append(running / log_every)
-            running = 0.0
-            trained += time.perf_counter() - since
-            if callback is not None:
-                callback(step, curve[-1])
-            since = time.perf_counter()
-            if max_minutes is not None and trained >= 60 * max_minutes:
-                break
-    return curve
+        return loss(src, tgt), 1.0  # each batch's mean counts once
 
-
-# ================================================================================ 6. recorded run
-
-CONFIGS: dict[str, dict[str, Any]] = {
-    # the recorded run of the chapter (book/results/seq2seq_g2p.json), trained with
-    # `--threads 2`: LSTM cells, a two-layer bidirectional encoder and the bilinear score (less
-    # work per step than the additive one: no S x T grid, as chapter 5 counts), dropout and a
-    # linear decay of the learning rate over all its steps, which are as many as two CPU cores
-    # train in about 30 minutes; max_minutes stops it if a machine is slower
-    "g2p": dict(
-        attention="bilinear", cell="lstm", enc_layers=2, E=64, H=256, dropout=0.2,
-        batch_size=128, lr=4e-3, clip=1.0, seed=0, steps=24000, max_minutes=30.0, log_every=100,
-        valid_words=300, beam_size=5, length_penalty=0.0,
-    ),
-}  # fmt: skip
-
-
-def build(
-    config: dict[str, Any], train_split: dict[str, list[Pron]]
-) -> tuple[Seq2Seq, Vocab, Vocab]:
-    """The vocabularies of ``train_split`` and a freshly seeded model of ``config``."""
-    src, tgt = g2p_vocabs(train_split)
-    torch.manual_seed(config["seed"])
-    model = Seq2Seq(
-        len(src), len(tgt), config["E"], config["H"], config["attention"], cell=config["cell"],
-        dropout=config["dropout"], enc_layers=config["enc_layers"],
-    )  # fmt: skip
-    return model, src, tgt
-
-
-def train_config(
-    model: Seq2Seq,
-    pairs: Sequence[tuple[list[int], list[int]]],
-    config: dict[str, Any],
-    steps: int | None = None,
-    callback: Callable[[int, float], None] | None = None,
-    show_progress: bool = False,
-) -> list[float]:
-    """:func:`train` with the settings of ``config`` (the first ``steps`` of them if given, on
-    the same learning-rate schedule), as the recorded command trains."""
-    return train(
-        model, pairs, config["steps"] if steps is None else steps, config["batch_size"],
-        config["lr"], config["clip"], config["seed"], config["log_every"], callback,
-        show_progress=show_progress, max_minutes=config["max_minutes"],
-        decay_over=config["steps"],
+    schedule = None if not decay_over else functools.partial(linear_decay, decay_over=decay_over)
+    return train_loop(
+        model, batch_loss, steps, lr, clip, log_every, logger, schedule,
+        max_minutes=max_minutes, show_progress=show_progress,
     )  # fmt: skip
 
 
-def validation_sample(valid_split: dict[str, list[Pron]], n: int) -> dict[str, list[Pron]]:
-    """The ``n`` words a recorded run validates on: every ``k``-th word of the validation split
-    in alphabetical order (``k = len // n``), so that they spread over the alphabet."""
-    every = max(len(valid_split) // n, 1)
-    return dict(sorted(valid_split.items())[::every][:n])
+if __name__ == "__main__":  # `python -m nlpcourse.seq2seq train ...`: the recorded run's command
+    from nlpcourse.seq2seq_runs import main
 
-
-def run_recorded(
-    name: str, steps: int | None = None, record: bool = True, threads: int | None = 2
-) -> dict[str, Any]:
-    """Train the configuration ``CONFIGS[name]`` (for ``steps`` steps if given), log the training
-    loss and validation WER/PER every ``log_every`` steps, evaluate on the test split and, if
-    ``record``, write ``book/results/seq2seq_<name>.json``. Returns the curve and metrics."""
-    from nlpcourse.data import cmudict_split
-    from nlpcourse.records import Recorder
-
-    if name not in CONFIGS:
-        raise ValueError(f"unknown config {name!r}; known: {sorted(CONFIGS)}")
-    if threads:
-        torch.set_num_threads(threads)
-    # as the attention sharpens, some of its weights fall below float32's smallest normal number
-    # (about 1e-38); x86 CPUs compute with such denormal numbers slowly, so they are set to 0
-    torch.set_flush_denormal(True)
-    config = dict(CONFIGS[name])
-    if steps is not None:
-        config["steps"] = steps
-    train_split, valid_split, test_split = cmudict_split()
-    model, src, tgt = build(config, train_split)
-    pairs = g2p_pairs(train_split, src, tgt)
-    valid = validation_sample(valid_split, config["valid_words"])
-    command = f"python -m nlpcourse.seq2seq train --config {name} --threads {threads}"
-    rec = Recorder(f"seq2seq_{name}", command, config)
-
-    def log(step: int, loss: float) -> None:
-        result = evaluate(model, valid, src, tgt)
-        rec.log(step, train_loss=loss, valid_wer=result["wer"], valid_per=result["per"])
-        model.train()
-
-    start = time.perf_counter()
-    curve = train_config(model, pairs, config, callback=log, show_progress=True)
-    minutes = (time.perf_counter() - start) / 60
-    greedy = evaluate(model, test_split, src, tgt, method="greedy")
-    beam = evaluate(
-        model, test_split, src, tgt, method="beam",
-        beam_size=config["beam_size"], length_penalty=config["length_penalty"],
-    )  # fmt: skip
-    metrics = {
-        "steps": len(curve) * config["log_every"],
-        "minutes_with_validation": round(minutes, 2),
-        "test_words": len(test_split),
-        **{f"greedy_{k}": greedy[k] for k in ("wer", "per", "wer_no_stress", "per_no_stress")},
-        **{f"beam_{k}": beam[k] for k in ("wer", "per", "wer_no_stress", "per_no_stress")},
-    }
-    if record:
-        path = rec.finish(**metrics)
-        print(f"wrote {path}")
-    return {"curve": rec.curve, "metrics": metrics}
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m nlpcourse.seq2seq")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train", help="train a recorded configuration and write its record")
-    p.add_argument("--config", default="g2p", choices=sorted(CONFIGS))
-    p.add_argument("--steps", type=int, default=None, help="override the number of steps")
-    p.add_argument("--no-record", action="store_true", help="do not write the record")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    args = parser.parse_args(argv)
-    result = run_recorded(args.config, args.steps, record=not args.no_record, threads=args.threads)
-    for key, value in result["metrics"].items():
-        print(f"{key:20s} {value}")
-
-
-if __name__ == "__main__":
     main()

@@ -307,6 +307,97 @@ def test_seeded_training_is_reproducible_and_logs_a_record(tmp_path):
     assert [point["valid_ppl"] for point in record["curve"]] == runs[0]["valid_ppl"]
 
 
+def test_the_training_loop_is_adam_with_clipping_and_a_schedule_written_out():
+    """``training.train_loop`` against the same updates written by hand (Adam's formulas, the
+    global gradient norm clipped, the learning rate times the schedule), and its logging: a point
+    every ``log_every`` steps and after the last, the mean loss weighted, the first steps alone."""
+    from nlpcourse.training import train_loop
+
+    torch.manual_seed(0)
+    X, Y = torch.randn(5, 8, 3), torch.randn(5, 8)  # five batches of a linear regression
+    weights = [1, 2, 3, 1, 1]  # numbers of predictions, say
+
+    def make():
+        torch.manual_seed(1)
+        return nn.Linear(3, 1)
+
+    def loss_of(model, t):
+        return ((model(X[t - 1]).squeeze(1) - Y[t - 1]) ** 2).mean() * 10  # large: clipped
+
+    model, calls = make(), []
+
+    class Logger:
+        def log(self, step, **values):
+            calls.append((step, values))
+
+    curve = train_loop(
+        model, lambda t: (loss_of(model, t), weights[t - 1]), steps=5, lr=0.1, clip=0.5,
+        log_every=2, logger=Logger(), schedule=lambda t: 1 / t, log_first=1,
+    )  # fmt: skip
+    by_hand, losses = make(), []
+    params = list(by_hand.parameters())
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    for t in range(1, 6):
+        loss = loss_of(by_hand, t)
+        grads = torch.autograd.grad(loss, params)
+        norm = math.sqrt(sum(float((g**2).sum()) for g in grads))
+        scale = min(1.0, 0.5 / (norm + 1e-6))
+        with torch.no_grad():
+            for p, g, m_i, v_i in zip(params, grads, m, v, strict=True):
+                g = g * scale
+                m_i.mul_(0.9).add_(0.1 * g)
+                v_i.mul_(0.999).add_(0.001 * g**2)
+                m_hat, v_hat = m_i / (1 - 0.9**t), v_i / (1 - 0.999**t)
+                p.sub_((0.1 / t) * m_hat / (v_hat.sqrt() + 1e-8))
+        losses.append(loss.item())
+    for p, q in zip(model.parameters(), params, strict=True):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+    means = [
+        (losses[0] * 1 + losses[1] * 2) / 3,
+        (losses[2] * 3 + losses[3] * 1) / 4,
+        losses[4],
+    ]
+    assert curve == pytest.approx(means, rel=1e-5)
+    assert [step for step, _ in calls] == [1, 2, 4, 5]
+    assert sorted(calls[0][1]) == ["train_loss"] and calls[0][1]["train_loss"] == pytest.approx(
+        losses[0], rel=1e-5
+    )
+    assert calls[-1][1]["seen"] == sum(weights) and calls[-1][1]["seconds"] > 0
+    assert isinstance(calls[-1][1]["seen"], int)  # a count of words stays a whole number
+    # a time limit stops at the first logging point after it
+    stopped = train_loop(
+        make(), lambda t: (loss_of(model, t), 1.0), steps=5, lr=0.1, clip=0.5, log_every=2,
+        max_minutes=0.0,
+    )  # fmt: skip
+    assert len(stopped) == 1
+
+
+def test_training_leaves_evaluation_to_the_logger_and_the_model_in_training_mode():
+    """Evaluating inside the logger (eval mode) does not leave the model in eval mode for the
+    next training step: each step trains with dropout on."""
+    from nlpcourse.training import evaluating, train_loop
+
+    model, modes = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5)), []
+
+    def batch_loss(t):
+        modes.append(model.training)
+        return model(torch.ones(1, 2)).sum(), 1.0
+
+    class EvalLogger:
+        def log(self, step, **values):
+            with evaluating(model):
+                assert not model.training
+            model.eval()  # even a logger that forgets to switch back
+
+    train_loop(model, batch_loss, steps=4, lr=0.1, clip=1.0, log_every=1, logger=EvalLogger())
+    assert modes == [True] * 4
+    with pytest.raises(RuntimeError):
+        with evaluating(model.train()):
+            raise RuntimeError("inside")
+    assert model.training
+
+
 def test_bad_models_and_ids():
     class NoSize(nn.Module):
         def forward(self, ids):

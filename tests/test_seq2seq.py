@@ -5,6 +5,7 @@ copy task the model must learn."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -197,7 +198,7 @@ def by_hand(model: Seq2Seq, x: list[int], y_in: list[int]) -> torch.Tensor:
                                           + att.W_2.bias.unsqueeze(1))).sum()  # fmt: skip
 
     def context(q):  # (att-context); without attention the fixed summary
-        if model.attention is None:
+        if model.attention_kind == "none":
             return summary
         a = torch.softmax(torch.stack([score(q, k) for k in keys]), 0)
         return sum(a_j * k_j for a_j, k_j in zip(a, keys, strict=True))
@@ -392,6 +393,40 @@ def test_greedy_attention_maps_have_one_row_per_output_and_one_column_per_letter
         assert torch.allclose(A.sum(1), torch.ones(A.shape[0]))
 
 
+def test_decoding_leaves_a_training_model_in_training_mode_even_on_bad_input():
+    """Decoding switches dropout off while it runs and gives the model back in the mode it came
+    in: after a clean run, after an error, and through the step-function interface."""
+    model = tiny_model().train()
+    bad = torch.tensor([[0, 0], [3, 4]])  # an empty word
+    for decode in (model.greedy, model.beam_search, model.sample):
+        decode(SRC)
+        assert model.training
+        with pytest.raises(ValueError, match="empty"):
+            decode(bad)
+        assert model.training, decode.__name__
+    s2s.beam_search_loop(model, SRC[0][SRC[0] > 0], 2, 5)
+    assert model.training
+    step, s_0 = s2s.model_step(model, SRC[1][SRC[1] > 0])
+    assert model.training
+    s2s.greedy_decode(step, s_0, 5)
+    assert model.training
+    model.eval()
+    model.greedy(SRC)
+    s2s.beam_search_loop(model, SRC[0][SRC[0] > 0], 2, 5)
+    assert not model.training
+
+
+def test_the_step_function_decodes_without_dropout_in_a_training_model():
+    """``model_step`` on a model in training mode with dropout gives the eval-mode outputs."""
+    torch.manual_seed(0)
+    model = Seq2Seq(6, 5, E=4, H=8, dropout=0.5).eval()
+    expected = [model.greedy(SRC[b : b + 1])[0] for b in range(3)]
+    model.train()
+    for b in range(3):
+        step, s_0 = s2s.model_step(model, SRC[b][SRC[b] > 0])
+        assert s2s.greedy_decode(step, s_0, 30) == expected[b]
+
+
 def test_bad_input_gets_a_clear_error():
     model = tiny_model()
     with pytest.raises(ValueError, match="beam_size"):
@@ -510,6 +545,7 @@ def test_cmudict_split_is_by_word_disjoint_and_fixed():
 
 def test_the_recorded_run_reproduces_its_first_losses():
     """Re-run the first ``log_every`` steps of the recorded command: the same training loss."""
+    from nlpcourse import seq2seq_runs as runs
     from nlpcourse.data import cmudict_split
     from nlpcourse.records import load_record
 
@@ -517,15 +553,52 @@ def test_the_recorded_run_reproduces_its_first_losses():
         record = load_record("seq2seq_g2p")
     except FileNotFoundError:
         pytest.skip("no recorded run yet")
-    config = record["config"]
-    assert config == {**s2s.CONFIGS["g2p"], **{"steps": config["steps"]}}
+    config = runs.RunConfig.from_flat(record["config"])
+    code = runs.CONFIGS["g2p"]  # the command's configuration, but the steps the record ran
+    code = dataclasses.replace(
+        code, training=dataclasses.replace(code.training, steps=config.training.steps)
+    )
+    assert config == code
     train_split = cmudict_split()[0]
-    model, src, tgt = s2s.build(config, train_split)
+    model, src, tgt = runs.build(config, train_split)
     pairs = s2s.g2p_pairs(train_split, src, tgt)
-    n = config["log_every"]
-    curve = s2s.train_config(model, pairs, config, steps=n)
+    n = config.training.log_every
+    curve = runs.train_config(model, pairs, config.training, steps=n)
     assert record["curve"][0]["step"] == n
     assert curve[0] == pytest.approx(record["curve"][0]["train_loss"], rel=1e-4)
+
+
+def test_a_configuration_builds_the_model_it_names_placement_included():
+    """``build`` passes every model setting of a configuration on, the placement too (it once
+    dropped it), and a record's flat configuration reads back into the same parts."""
+    from nlpcourse import seq2seq_runs as runs
+
+    train_split = {"ab": [("B",)], "ba": [("B", "AA1")]}
+    config = runs.CONFIGS["g2p"]
+    for placement in s2s.PLACEMENTS:
+        model_config = dataclasses.replace(config.model, placement=placement, H=8, E=4)
+        model, _, _ = runs.build(dataclasses.replace(config, model=model_config), train_split)
+        assert model.placement == placement
+        expected = 4 + 8 if placement == "bahdanau" else 4  # Bahdanau's step reads [e ; c]
+        assert model.dec.input_size == expected
+    assert runs.RunConfig.from_flat(config.flat()) == config
+    old_record = {k: v for k, v in config.flat().items() if k != "placement"}  # before the key
+    assert runs.RunConfig.from_flat(old_record).model.placement == "luong"
+    with pytest.raises(ValueError, match="unknown configuration keys"):
+        runs.RunConfig.from_flat({**config.flat(), "placment": "bahdanau"})
+
+
+def test_the_recorded_command_still_runs_from_the_model_module():
+    """The records and the README name ``python -m nlpcourse.seq2seq train``: it still parses."""
+    import subprocess
+    import sys
+
+    for module in ("nlpcourse.seq2seq", "nlpcourse.seq2seq_runs"):
+        out = subprocess.run(
+            [sys.executable, "-m", module, "train", "--help"], capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        assert "--config" in out.stdout and "g2p" in out.stdout
 
 
 # ---------------------------------------------------------- the functional pieces (the exercise)
