@@ -37,11 +37,6 @@ from nlpcourse.checks.core import (
 BOS_ID, EOS_ID = s2s.BOS_ID, s2s.EOS_ID
 
 
-def _case(args: tuple, names: tuple[str, ...], hint: str = "", label: str = "") -> Case:
-    shown = {n: show(a) for n, a in zip(names, args, strict=True) if not isinstance(a, str)}
-    return Case(args, names, hint, label, shown)
-
-
 # ================================================================================ edit distance
 
 
@@ -83,16 +78,16 @@ def check_edit_distance(edit_distance: Callable, hidden: bool = False) -> None:
     names = ("a", "b")
     hint = "d[i][j] = min(d[i-1][j] + 1, d[i][j-1] + 1, d[i-1][j-1] + (a_i != b_j))"
     cases = [
-        _case(("", ""), names, "two empty sequences are 0 apart", "empty"),
-        _case(("abc", ""), names, "d[i][0] = i: delete everything", "one empty"),
-        _case(("kitten", "sitting"), names, hint, "the classic example"),
-        _case((("K", "AE1", "T"), ("K", "AH0", "T", "S")), names, "sequences of phones", "phones"),
+        Case(("", ""), names, "two empty sequences are 0 apart", "empty"),
+        Case(("abc", ""), names, "d[i][0] = i: delete everything", "one empty"),
+        Case(("kitten", "sitting"), names, hint, "the classic example"),
+        Case((("K", "AE1", "T"), ("K", "AH0", "T", "S")), names, "sequences of phones", "phones"),
     ]
     rng = py_rng(hidden)
     for _ in range(n_random(hidden)):
         a = "".join(rng.choice("ab") for _ in range(rng.randint(0, 7)))
         b = "".join(rng.choice("abc") for _ in range(rng.randint(0, 7)))
-        cases.append(_case((a, b), names, hint, "random"))
+        cases.append(Case((a, b), names, hint, "random"))
     run_check(
         "edit_distance", edit_distance, s2s.edit_distance, cases, _compare_count,
         mistakes=_edit_mistakes,
@@ -141,14 +136,14 @@ def check_masked_softmax(masked_softmax: Callable, hidden: bool = False) -> None
     names = ("scores", "mask")
     hint = "a_j = exp(score_j) / sum over unmasked j' of exp(score_j'), and 0 where mask is False"
     cases = [
-        _case((_t([[1.0, 2.0, 3.0]]), torch.tensor([[True, True, True]])), names, hint, "no mask"),
-        _case(
+        Case((_t([[1.0, 2.0, 3.0]]), torch.tensor([[True, True, True]])), names, hint, "no mask"),
+        Case(
             (_t([[1.0, 2.0, 10.0]]), torch.tensor([[True, True, False]])),
             names,
             "the third position is padding: it gets exactly 0, however large its score",
             "one padded",
         ),
-        _case(
+        Case(
             (_t([[0.5, 0.1], [3.0, -1.0]]), torch.tensor([[True, False], [True, True]])),
             names,
             "each row is its own softmax",
@@ -158,7 +153,7 @@ def check_masked_softmax(masked_softmax: Callable, hidden: bool = False) -> None
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         B, S = (int(k) for k in rng.integers(1, 6, 2))
-        cases.append(_case(_random_attention_args(rng, B, S, 1), names, hint, "random"))
+        cases.append(Case(_random_attention_args(rng, B, S, 1), names, hint, "random"))
     run_check(
         "masked_softmax", masked_softmax, with_args(s2s.masked_softmax), cases, _compare_weights,
         mistakes=_softmax_mistakes,
@@ -216,7 +211,7 @@ def check_dot_attention(dot_attention: Callable, hidden: bool = False) -> None:
     names = ("query", "keys", "mask")
     hint = "score_j = query . k_j; weights = masked softmax of the scores; context = sum_j a_j k_j"
     cases = [
-        _case(
+        Case(
             (
                 _t([[1.0, 2.0]]),
                 _t([[[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]]]),
@@ -226,7 +221,7 @@ def check_dot_attention(dot_attention: Callable, hidden: bool = False) -> None:
             "the book's worked example: scores 1 and 2, the third key is padding",
             "worked example",
         ),  # fmt: skip
-        _case(
+        Case(
             (_t([[0.3, -1.0]]), _t([[[2.0, 1.0], [2.0, 1.0]]]), torch.tensor([[True, True]])),
             names,
             "equal keys: equal weights, and the context is that key",
@@ -236,7 +231,7 @@ def check_dot_attention(dot_attention: Callable, hidden: bool = False) -> None:
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         B, S, D = (int(k) for k in rng.integers(1, 5, 3))
-        cases.append(_case(_dot_args(rng, B, S, D), names, hint, "random"))
+        cases.append(Case(_dot_args(rng, B, S, D), names, hint, "random"))
     run_check(
         "dot_attention", dot_attention, with_args(_dot_answer), cases, _compare_pair,
         mistakes=_dot_mistakes, same=_same_pair,
@@ -272,7 +267,7 @@ def check_additive_scores(additive_scores: Callable, hidden: bool = False) -> No
     names = ("query", "keys", "W_1", "W_2", "v")
     hint = "score[b, j] = sum_a v[a] * tanh((W_1 query[b])[a] + (W_2 keys[b, j])[a])"
     cases = [
-        _case(
+        Case(
             (_t([[1.0]]), _t([[[0.0], [1.0]]]), _t([[1.0]]), _t([[2.0]]), _t([1.0])),
             names,
             "one dimension: score_j = tanh(1 + 2 k_j), i.e. tanh(1) and tanh(3)",
@@ -280,10 +275,10 @@ def check_additive_scores(additive_scores: Callable, hidden: bool = False) -> No
         ),  # fmt: skip
     ]
     rng = np_rng(hidden)
-    cases.append(_case(_additive_args(rng, 2, 3, 2, 4, 3), names, hint, "H != D"))
+    cases.append(Case(_additive_args(rng, 2, 3, 2, 4, 3), names, hint, "H != D"))
     for _ in range(n_random(hidden)):
         B, S, H, D, A = (int(k) for k in rng.integers(1, 5, 5))
-        cases.append(_case(_additive_args(rng, B, S, H, D, A), names, hint, "random"))
+        cases.append(Case(_additive_args(rng, B, S, H, D, A), names, hint, "random"))
     run_check(
         "additive_scores", additive_scores, with_args(s2s.additive_scores), cases,
         _compare_scores, mistakes=_additive_mistakes,
@@ -355,14 +350,14 @@ def check_greedy_decode(greedy_decode: Callable, hidden: bool = False) -> None:
     hint = "start from <s> (id 1), take the argmax each step, stop at </s> (id 2) or max_len"
     rng = np_rng(hidden)
     cases = [
-        _case((_fixed_table(), 0, 5), names, "greedy takes 'a' (id 3), the most probable first",
+        Case((_fixed_table(), 0, 5), names, "greedy takes 'a' (id 3), the most probable first",
               "the book's example"),
-        _case((random_table(rng, 6, 4), 0, 1), names, "max_len = 1: at most one symbol",
+        Case((random_table(rng, 6, 4), 0, 1), names, "max_len = 1: at most one symbol",
               "max_len 1"),
     ]  # fmt: skip
     for _ in range(n_random(hidden)):
         V, T = int(rng.integers(4, 8)), int(rng.integers(2, 6))
-        cases.append(_case((random_table(rng, V, T), 0, int(rng.integers(1, 8))), names, hint,
+        cases.append(Case((random_table(rng, V, T), 0, int(rng.integers(1, 8))), names, hint,
                            "random"))  # fmt: skip
     run_check(
         "greedy_decode", greedy_decode, s2s.greedy_decode, cases, _compare_ids,
@@ -431,21 +426,21 @@ def check_beam_search(beam_search: Callable, hidden: bool = False) -> None:
             "the end return the best by score / |y|^length_penalty (|y| counts </s>)")  # fmt: skip
     rng = np_rng(hidden)
     cases = [
-        _case((_fixed_table(), 0, 1, 3, 0.0), names, "beam_size 1 is greedy", "K = 1"),
-        _case((_fixed_table(), 0, 2, 3, 0.0), names,
+        Case((_fixed_table(), 0, 1, 3, 0.0), names, "beam_size 1 is greedy", "K = 1"),
+        Case((_fixed_table(), 0, 2, 3, 0.0), names,
               "the book's example: a beam of 2 keeps 'b' and finds b </s> (0.36)", "K = 2"),
-        _case((random_table(rng, 5, 3), 0, 3, 3, 1.0), names, hint, "length penalty 1"),
+        Case((random_table(rng, 5, 3), 0, 3, 3, 1.0), names, hint, "length penalty 1"),
     ]  # fmt: skip
     for _ in range(n_random(hidden)):
         V, T = int(rng.integers(4, 7)), int(rng.integers(2, 5))
         K, L = int(rng.integers(1, 6)), int(rng.integers(1, 5))
         alpha = float(rng.choice([0.0, 0.5, 1.0]))
-        cases.append(_case((random_table(rng, V, T), 0, K, L, alpha), names, hint, "random"))
+        cases.append(Case((random_table(rng, V, T), 0, K, L, alpha), names, hint, "random"))
     if hidden:  # beams as wide as the search space: the answer is the best of all outputs
         for V, L in [(4, 3), (5, 3), (5, 2)]:
             K = (V - 2) ** L * 2
             alpha = float(rng.choice([0.0, 0.7, 1.0]))
-            cases.append(_case((random_table(rng, V, 4), 0, K, L, alpha), names,
+            cases.append(Case((random_table(rng, V, 4), 0, K, L, alpha), names,
                                "a beam this wide keeps every output: it must find the best one",
                                "exhaustive"))  # fmt: skip
     run_check(
