@@ -84,25 +84,52 @@ def greedy_decode(step, state, max_len, keep_eos=False):
     return tuple(out)  # a tuple is fine too
 
 
-def beam_search(step, state, beam_size, max_len, length_penalty=0.0, normalise=True):
-    beam = [(0.0, [], state, False)]
+def beam_search(
+    step, state, beam_size, max_len, length_penalty=0.0, normalise=True, high_first=False,
+    prune_by_norm=False, eos_in_length=True, ended_apart=False, return_sum=False,
+    keep_eos=False, extend_ended=False,
+):  # fmt: skip
+    """A student's beam search; each keyword but high_first (which only changes the order in
+    which ties would be met) makes one mistake."""
+
+    def norm(c):
+        n = len(c[1]) - (1 if c[3] and not eos_in_length else 0)
+        return c[0] / max(n, 1) ** (length_penalty if normalise else 0.0)  # max: </s> alone
+
+    beam, finished = [(0.0, [], state, False)], []
     for _ in range(max_len):
         cand = []
         for score, ys, s, done in beam:
-            if done:
+            if done and not extend_ended:
                 cand.append((score, ys, s, True))
                 continue
             logp, s2 = step(ys[-1] if ys else 1, s)
-            for v in range(len(logp)):
+            order = range(len(logp) - 1, -1, -1) if high_first else range(len(logp))
+            for v in order:
                 if logp[v] > -math.inf:
                     cand.append((score + float(logp[v]), ys + [v], s2, v == 2))
-        beam = sorted(cand, key=lambda c: -c[0])[:beam_size]
-        if all(c[3] for c in beam):
+        beam = sorted(cand, key=lambda c: -(norm(c) if prune_by_norm else c[0]))[:beam_size]
+        if ended_apart:
+            finished += [c for c in beam if c[3]]
+            beam = [c for c in beam if not c[3]]
+            if not beam:
+                break
+        elif all(c[3] for c in beam):
             break
-    alpha = length_penalty if normalise else 0.0
-    best = max(beam, key=lambda c: c[0] / len(c[1]) ** alpha)
-    ys = [y for y in best[1] if y != 2]
-    return ys, best[0] / len(best[1]) ** alpha
+    best = max(finished + beam, key=norm)
+    ys = [y for y in best[1] if y != 2 or keep_eos]
+    return ys, best[0] if return_sum else norm(best)
+
+
+def greedy_decode_ties_high(step, state, max_len):
+    out, y = [], 1
+    for _ in range(max_len):
+        lp, state = step(y, state)
+        _, y = max((p, v) for v, p in enumerate(lp.tolist()))  # a tie goes to the larger id
+        if y == 2:
+            break
+        out.append(y)
+    return out
 
 
 # ------------------------------------------------------------------------------ right answers
@@ -119,6 +146,8 @@ def beam_search(step, state, beam_size, max_len, length_penalty=0.0, normalise=T
         (checks.check_additive_scores, additive_scores),
         (checks.check_greedy_decode, greedy_decode),
         (checks.check_beam_search, beam_search),
+        (checks.check_greedy_decode, greedy_decode_ties_high),
+        (checks.check_beam_search, functools.partial(beam_search, high_first=True)),
     ],
 )
 def test_right_answers_in_any_reasonable_form_pass(check, function, capsys):
@@ -143,7 +172,7 @@ def test_right_answers_in_any_reasonable_form_pass(check, function, capsys):
          "should not include </s>"),
         (checks.check_beam_search, functools.partial(beam_search, normalise=False),
          "plain sum of log-probabilities"),
-        (checks.check_beam_search, lambda step, st, K, L, a: (greedy_decode(step, st, L), 0.0),
+        (checks.check_beam_search, lambda step, st, K, L, a: beam_search(step, st, 1, L, a),
          "that is the greedy output"),
     ],
 )  # fmt: skip
@@ -181,3 +210,53 @@ def test_the_exhaustive_beam_cases_agree_with_brute_force():
                 beam_search(table, 0, K, L, alpha)[0]
                 == checks.brute_force_best(table, 0, L, alpha)[0]
             )
+
+
+# ------------------------------------------------- issue 27: the self-check agrees with the grade
+
+BEAM_MISTAKES = [  # (the mistake, the name the message must give it; None: expected / got)
+    (dict(eos_in_length=False), "|y| must count the symbols including </s>"),
+    (dict(ended_apart=True), "an ended hypothesis stays in the beam"),
+    (dict(prune_by_norm=True), "pruned by the normalised score"),
+    (dict(return_sum=True), "return the normalised score"),
+    (dict(normalise=False), "plain sum of log-probabilities"),
+    (dict(keep_eos=True), None),
+    (dict(extend_ended=True), None),
+]
+BEAM_NAMES = [named for _, named in BEAM_MISTAKES if named] + ["that is the greedy output"]
+
+
+@pytest.mark.parametrize("mistake,named", BEAM_MISTAKES)
+def test_each_beam_mistake_is_caught_by_the_visible_cases_and_named_right(mistake, named):
+    """The visible cases catch every kind of mistake (the hidden ones only add inputs); the
+    message names the mistake made, and no other."""
+    with pytest.raises(CheckFailed) as err:
+        checks.check_beam_search(functools.partial(beam_search, **mistake))
+    message = str(err.value)
+    if named is not None:
+        assert "likely mistake:" in message and named in message, message
+    for other in BEAM_NAMES:
+        if other != named:
+            assert other not in message, message
+
+
+def test_ties_the_statement_leaves_open_are_not_in_the_cases(monkeypatch):
+    """Every table of the decoding cases (visible and hidden) has no two next symbols of exactly
+    the same probability in any row, so a decoder may break ties any way it likes."""
+    tables = []
+    monkeypatch.setattr(checks, "run_check", lambda *a, **k: tables.extend(c.args[0] for c in a[3]))
+    for hidden in (False, True):
+        checks.check_greedy_decode(greedy_decode, hidden=hidden)
+        checks.check_beam_search(beam_search, hidden=hidden)
+    assert len(tables) > 60
+    for table in tables:
+        probs = np.exp(table.log_probs)  # (T, V, V)
+        for row in probs.reshape(-1, probs.shape[-1]):
+            finite = np.sort(row[row > 0])
+            assert len(finite) < 2 or np.all(np.diff(finite) > 1e-9), (table, row)
+
+
+def test_a_decoder_table_is_shown_as_its_probabilities():
+    text = repr(checks._fixed_table())
+    assert "0.5999" in text and "0.9000" in text and "TableModel" not in text
+    assert "t = 0, after <s>" in text and "</s>" in text
