@@ -75,10 +75,16 @@ def merge_heads(x, transpose=True):
     return x.transpose(1, 2).reshape(B, T, H * Dh)
 
 
-def layer_norm(x, gamma, beta, eps=1e-5, unbiased=False, axis=-1):
+def layer_norm(x, gamma, beta, eps=1e-5, unbiased=False, axis=-1, spread="sqrt(var + eps)"):
     mu = x.mean(dim=axis, keepdim=True)
     var = x.var(dim=axis, keepdim=True, unbiased=unbiased)
-    return gamma * (x - mu) / torch.sqrt(var + eps) + beta
+    scale = {
+        "sqrt(var + eps)": lambda: torch.sqrt(var + eps),
+        "var + eps": lambda: var + eps,  # a mistake: the variance, not its square root
+        "sqrt(std + eps)": lambda: torch.sqrt(var.sqrt() + eps),  # a mistake: std for var
+        "std": lambda: x.std(dim=axis, keepdim=True),  # a mistake: unbiased std, no eps
+    }[spread]()
+    return gamma * (x - mu) / scale + beta
 
 
 def layer_norm_numpy(x, gamma, beta, eps=1e-5):
@@ -112,11 +118,14 @@ def sinusoidal_encoding_torch32(T, D):
 
 
 def fails_with(check, function, *fragments):
-    with pytest.raises(CheckFailed) as info:
-        check(function, hidden=True)
-    message = str(info.value)
-    for fragment in fragments:
-        assert fragment in message, message
+    """The visible cases already fail ``function`` with the message (issue 27: hidden cases add
+    inputs, never kinds of error), and the hidden ones do too."""
+    for hidden in (False, True):
+        with pytest.raises(CheckFailed) as info:
+            check(function, hidden=hidden)
+        message = str(info.value)
+        for fragment in fragments:
+            assert fragment in message, message
     return message
 
 
@@ -190,13 +199,13 @@ def test_split_and_merge_without_transposing_are_named():
         checks.check_split_heads,
         lambda x, H: split_heads(x, H, transpose=False),
         "likely mistake",
-        "without transposing",
+        "by a reshape alone",
     )
     fails_with(
         checks.check_merge_heads,
         lambda x: merge_heads(x, transpose=False),
         "likely mistake",
-        "without transposing",
+        "by a reshape alone",
     )
 
 
@@ -210,6 +219,31 @@ def test_layer_norm_mistakes_are_named(kwargs, named):
         "likely mistake",
         named,
     )
+
+
+LN_NAMES = {"var + eps": "divided by the variance", "sqrt(std + eps)": "standard deviation is"}
+
+
+@pytest.mark.parametrize("spread", LN_NAMES)
+def test_variance_and_standard_deviation_mistakes_get_their_own_names(spread):
+    """Issue 27: dividing by var + eps was named 'the standard deviation is used where the
+    variance belongs', the reverse mistake; each now gets its own name and not the other's."""
+    message = fails_with(
+        checks.check_layer_norm,
+        lambda x, g, b, eps=1e-5: layer_norm(x, g, b, eps, spread=spread),
+        "likely mistake",
+        LN_NAMES[spread],
+    )
+    for other, name in LN_NAMES.items():
+        if other != spread:
+            assert name not in message
+
+
+def test_no_case_claims_to_come_from_the_book_when_it_does_not(monkeypatch):
+    labels = []
+    monkeypatch.setattr(checks, "run_check", lambda *a, **k: labels.extend(c.label for c in a[3]))
+    checks.check_scaled_dot_product_attention(attention)
+    assert labels and not any("book" in label for label in labels)
 
 
 def test_layer_norm_without_gamma_and_beta_is_named():

@@ -111,8 +111,8 @@ def _random_attention_args(rng: np.random.Generator, B: int, S: int, D: int) -> 
 def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor) -> list[Mistake]:
     return [
         Mistake(
-            "the padded positions got weight: a masked score must be -inf before the softmax "
-            "(scores.masked_fill(~mask, -inf)), so that exp gives exactly 0",
+            "the padded positions got weight: a masked score must be -inf before the softmax, "
+            "so that exp gives it exactly 0 in eq. (att-context)",
             torch.softmax(scores, dim=-1),
         ),
         Mistake(

@@ -142,7 +142,7 @@ def check_scaled_dot_product_attention(function: Callable, hidden: bool = False)
             (_t([[1, 1, 1, 1]]), _t([[0, 0, 0, 0], [1, 1, 1, 1]]), _t([[10], [20]]), None),
             names,
             "one query, two keys: scores 0 and 4 / sqrt(4) = 2, " + rule,
-            "the book's hand example",
+            "a small example by hand",
         ),
         Case(
             (
@@ -267,8 +267,10 @@ def _split_mistakes(x, H) -> list[Mistake]:
     B, T, D = x.shape
     return [
         Mistake(
-            "the heads are reshaped without transposing: view x as (B, T, H, D/H) first (each "
-            "position's D features cut into H pieces), then swap the T and H axes",
+            "the heads were made by a reshape alone, which keeps the memory order, so a 'head' "
+            "mixes several positions: head h holds features h*D/H .. (h+1)*D/H - 1 of every "
+            "position, so cut each position's features into H pieces first, and put the head "
+            "axis before the position axis after",
             x.reshape(B, H, T, D // H),
         ),
         Mistake(
@@ -291,7 +293,7 @@ def _compare_split(want: Expected, got: Any) -> str:
 def check_split_heads(function: Callable, hidden: bool = False) -> None:
     """``split_heads(x, H)``: (B, T, D) -> (B, H, T, D/H)."""
     names = ("x", "H")
-    hint = "view x as (B, T, H, D/H), then transpose to (B, H, T, D/H)"
+    hint = "head h holds features h*D/H .. (h+1)*D/H - 1 of every position: (B, H, T, D/H)"
     cases = [
         Case((_t(np.arange(4.0).reshape(1, 1, 4)), 2), names, hint, "one position"),
         Case((_t(np.arange(12.0).reshape(1, 3, 4)), 2), names, hint),
@@ -315,8 +317,9 @@ def _merge_mistakes(x) -> list[Mistake]:
     B, H, T, Dh = x.shape
     return [
         Mistake(
-            "the heads are merged without transposing: swap H and T first, to (B, T, H, D/H), "
-            "then reshape to (B, T, D)",
+            "the heads were merged by a reshape alone, which keeps the memory order, so a "
+            "position's D features come from several positions: position t's features are its "
+            "H heads' pieces side by side, so bring the heads of one position together first",
             x.reshape(B, T, H * Dh),
         ),
     ]
@@ -328,7 +331,8 @@ def _compare_merge(want: Expected, got: Any) -> str:
 
 def check_merge_heads(function: Callable, hidden: bool = False) -> None:
     """``merge_heads(x)``: (B, H, T, D/H) -> (B, T, D), the inverse of ``split_heads``."""
-    hint = "transpose to (B, T, H, D/H), then reshape to (B, T, D): the inverse of split_heads"
+    hint = "the inverse of split_heads: position t's D features are its H heads' D/H features "
+    hint += "side by side, head 0 first"
     cases = [
         Case((_t(np.arange(4.0).reshape(1, 2, 1, 2)),), ("x",), hint, "one position"),
         Case((_t(np.arange(12.0).reshape(1, 2, 3, 2)),), ("x",), hint),
@@ -355,8 +359,8 @@ def _layer_norm_mistakes(x, gamma, beta, eps=1e-5) -> list[Mistake]:
     var = x.var(dim=-1, keepdim=True, unbiased=False)
     out = [
         Mistake(
-            "the variance is the unbiased one (divided by D - 1): layer norm divides by D "
-            "(torch: x.var(dim=-1, unbiased=False))",
+            "the variance is the unbiased one (divided by D - 1): layer norm's variance is the "
+            "mean of the squared deviations, divided by D, eq. (tf-ln-stats)",
             gamma * (x - mu) / torch.sqrt(x.var(dim=-1, keepdim=True) + eps) + beta,
         ),
         Mistake(
@@ -368,8 +372,14 @@ def _layer_norm_mistakes(x, gamma, beta, eps=1e-5) -> list[Mistake]:
             (x - mu) / torch.sqrt(var + eps),
         ),
         Mistake(
-            "the standard deviation is used where the variance belongs: divide by sqrt(var + eps)",
+            "x - mu is divided by the variance (var + eps); divide by its square root, "
+            "sqrt(var + eps), eq. (tf-ln)",
             gamma * (x - mu) / (var + eps) + beta,
+        ),
+        Mistake(
+            "the standard deviation is used where the variance belongs: the formula takes "
+            "sqrt(var + eps), not sqrt(std + eps), eq. (tf-ln)",
+            gamma * (x - mu) / torch.sqrt(torch.sqrt(var) + eps) + beta,
         ),
     ]
     if x.ndim > 1 and x.shape[0] > 1:
