@@ -158,6 +158,13 @@ def test_right_answers_in_any_reasonable_form_pass(check, function, capsys):
 
 # ------------------------------------------------------------------------------- named mistakes
 
+NAMES = {  # every name each check gives (the fragments the tests look for)
+    checks.check_masked_softmax: ["exp(0) = 1", "padded positions", "batch axis"],
+    checks.check_dot_attention: ["sqrt(D)", "padded positions"],
+    checks.check_additive_scores: ["tanh is missing", "wrap the sum"],
+    checks.check_edit_distance: ["a substitution costs 1", "positions that differ"],
+}
+
 
 @pytest.mark.parametrize(
     "check,function,named",
@@ -177,9 +184,14 @@ def test_right_answers_in_any_reasonable_form_pass(check, function, capsys):
     ],
 )  # fmt: skip
 def test_usual_mistakes_are_named(check, function, named):
-    with pytest.raises(CheckFailed, match="likely mistake") as err:
-        check(function, hidden=True)
-    assert named in str(err.value)
+    """Visible and hidden alike (issue 27): the message names this mistake, and no other."""
+    for hidden in (False, True):
+        with pytest.raises(CheckFailed, match="likely mistake") as err:
+            check(function, hidden=hidden)
+        assert named in str(err.value)
+        for other in NAMES.get(check, ()):
+            if other != named:
+                assert other not in str(err.value), str(err.value)
 
 
 def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
@@ -260,3 +272,50 @@ def test_a_decoder_table_is_shown_as_its_probabilities():
     text = repr(checks._fixed_table())
     assert "0.5999" in text and "0.9000" in text and "TableModel" not in text
     assert "t = 0, after <s>" in text and "</s>" in text
+
+
+# --------------------------------------------- issue 27: plausible mistakes that no check names
+
+
+def greedy_from(step, state, max_len, first=1, steps_off=0, feed_back=True):
+    out, y = [], first
+    for _ in range(max_len + steps_off):
+        log_probs, state = step(y if feed_back else first, state)
+        nxt = int(log_probs.argmax())
+        if nxt == 2:
+            break
+        out.append(nxt)
+        y = nxt
+    return out
+
+
+UNNAMED = [  # three or more per part; each must fail the visible cases with expected / got
+    (checks.check_edit_distance, lambda a, b: abs(len(a) - len(b))),
+    (checks.check_edit_distance, lambda a, b: edit_distance(a, b) + (a != b and a[:1] != b[:1])),
+    (checks.check_edit_distance, lambda a, b: edit_distance(a[:-1], b[:-1]) if a and b else 0),
+    (checks.check_masked_softmax, lambda s, m: masked_softmax(s, m).log()),
+    (checks.check_masked_softmax, lambda s, m: torch.softmax(s, -1) * m),  # not renormalised
+    (checks.check_masked_softmax, lambda s, m: masked_softmax(s, ~m).nan_to_num(0.0)),
+    (checks.check_dot_attention, lambda q, k, m: dot_attention(q, k, m)[::-1]),
+    (checks.check_dot_attention, lambda q, k, m: [dot_attention(q, k, m)[0], q]),
+    (checks.check_dot_attention, lambda q, k, m: dot_attention(q, k, m, scale=1 / q.shape[-1])),
+    (checks.check_additive_scores, functools.partial(additive_scores, act=torch.sigmoid)),
+    (checks.check_additive_scores, functools.partial(additive_scores, act=torch.relu)),
+    (checks.check_additive_scores,
+     lambda q, k, W_1, W_2, v: torch.tanh((q.unsqueeze(1) @ W_1.T + k @ W_2.T) @ v)),
+    (checks.check_greedy_decode, functools.partial(greedy_from, first=0)),  # not from <s>
+    (checks.check_greedy_decode, functools.partial(greedy_from, steps_off=1)),
+    (checks.check_greedy_decode, functools.partial(greedy_from, feed_back=False)),
+    (checks.check_beam_search, lambda st, s, K, L, a: beam_search(st, s, K + 1, L, a)),
+    (checks.check_beam_search, lambda st, s, K, L, a: beam_search(st, s, K, max(L - 1, 1), a)),
+    (checks.check_beam_search, lambda st, s, K, L, a: ([], 0.0)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, function", UNNAMED)
+def test_plausible_mistakes_nobody_named_fail_on_the_visible_cases(check, function):
+    with pytest.raises(CheckFailed) as info:
+        check(function)
+    message = str(info.value)
+    assert "expected" in message and "got" in message
+    assert "likely mistake" not in message, message

@@ -288,3 +288,49 @@ def test_calling_the_reference_fails():
     from nlpcourse.transformer import causal_mask as reference_mask
 
     fails_with(checks.check_causal_mask, reference_mask, "switched off")
+
+
+# --------------------------------------------- issue 27: plausible mistakes that no check names
+
+
+def _split(x, H):
+    B, T, D = x.shape
+    return B, T, H, D // H
+
+
+UNNAMED = [  # three or more per part; each must fail the visible cases with expected / got
+    (checks.check_scaled_dot_product_attention,
+     lambda q, k, v, mask=None: (attention(q, k, v, mask)[1] @ k, attention(q, k, v, mask)[1])),
+    (checks.check_scaled_dot_product_attention,
+     lambda q, k, v, mask=None: (attention(q, k, v, mask)[0], attention(q, k, v, mask)[1].mT)),
+    (checks.check_scaled_dot_product_attention,
+     lambda q, k, v, mask=None: attention(q, k, v, mask, fill=-1.0)),  # not small enough
+    (checks.check_causal_mask, lambda T: torch.ones(T, T, dtype=torch.bool)),
+    (checks.check_causal_mask, lambda T: torch.ones(T, T, dtype=torch.bool).tril(1)),
+    (checks.check_causal_mask, lambda T: torch.eye(T, dtype=torch.bool)),
+    (checks.check_split_heads, lambda x, H: x.reshape(*_split(x, H))),  # no transpose at all
+    (checks.check_split_heads, lambda x, H: x.transpose(1, 2).reshape(_split(x, H)[0], H, -1,
+                                                                       _split(x, H)[3])),
+    (checks.check_split_heads, lambda x, H: x.reshape(*_split(x, H)).permute(0, 2, 1, 3).flip(1)),
+    (checks.check_merge_heads, lambda x: x.sum(dim=1)),
+    (checks.check_merge_heads, lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1)),
+    (checks.check_merge_heads, lambda x: x.flip(1).transpose(1, 2).reshape(x.shape[0],
+                                                                            x.shape[2], -1)),
+    (checks.check_layer_norm, lambda x, g, b, eps=1e-5: layer_norm(x, g, b, 0.0)),  # eps ignored
+    (checks.check_layer_norm, lambda x, g, b, eps=1e-5: layer_norm(x, g, torch.zeros_like(b), eps)),
+    (checks.check_layer_norm, lambda x, g, b, eps=1e-5: g * (x - x.mean()) / torch.sqrt(
+        x.var(unbiased=False) + eps) + b),  # statistics over the whole tensor
+    (checks.check_sinusoidal_encoding, lambda T, D: sinusoidal_encoding(T + 1, D)[1:]),
+    (checks.check_sinusoidal_encoding, lambda T, D: np.sin(sinusoidal_encoding(T, D))),
+    (checks.check_sinusoidal_encoding,
+     lambda T, D: np.repeat(sinusoidal_encoding(T, D)[:, 0::2], 2, axis=1)),  # sin twice
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, function", UNNAMED)
+def test_plausible_mistakes_nobody_named_fail_on_the_visible_cases(check, function):
+    with pytest.raises(CheckFailed) as info:
+        check(function)
+    message = str(info.value)
+    assert "expected" in message and "got" in message
+    assert "likely mistake" not in message, message

@@ -268,9 +268,9 @@ def check_additive_scores(additive_scores: Callable, hidden: bool = False) -> No
     hint = "score[b, j] = sum_a v[a] * tanh((W_1 query[b])[a] + (W_2 keys[b, j])[a])"
     cases = [
         Case(
-            (_t([[1.0]]), _t([[[0.0], [1.0]]]), _t([[1.0]]), _t([[2.0]]), _t([1.0])),
+            (_t([[1.0]]), _t([[[-1.0], [1.0]]]), _t([[1.0]]), _t([[2.0]]), _t([1.0])),
             names,
-            "one dimension: score_j = tanh(1 + 2 k_j), i.e. tanh(1) and tanh(3)",
+            "one dimension: score_j = tanh(1 + 2 k_j), i.e. tanh(-1) and tanh(3)",
             "A = 1",
         ),  # fmt: skip
     ]
