@@ -295,3 +295,63 @@ def test_addk_answer_by_hand():
     _, log_trans, _ = addk_answer(corpus, tags, words, k=1.0)
     np.testing.assert_allclose(np.exp(log_trans[1]), [1 / 6, 1 / 6, 4 / 6])
     np.testing.assert_allclose(np.exp(log_trans).sum(axis=1), 1.0)
+
+
+# --------------------------------------------- issue 27: plausible wrong answers, right names
+
+
+def _tables_log(*args):
+    return tuple(log(t) for t in student_tables_in_probabilities(*args))
+
+
+def forward_emission_one_step_late(log_start, log_trans, log_emit):
+    """Step t adds the emission of word t - 1 (an index off by one)."""
+    alpha = log_start + log_emit[0]
+    for t in range(1, len(log_emit)):
+        alpha = np.logaddexp.reduce(alpha[:, None] + log_trans, axis=0) + log_emit[t - 1]
+    return float(np.logaddexp.reduce(alpha))
+
+
+def accuracy_swapped_rates(tagger, tagged_sentences):
+    out = student_accuracy(tagger, tagged_sentences)
+    return out | {"unknown_rate": 1 - out["unknown_rate"]}
+
+
+WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: expected / got)
+    (checks.check_addk_tables, lambda *a: tuple(t.T for t in _tables_log(*a)),
+     "log_emit_table is transposed"),
+    (checks.check_addk_tables, lambda s, t, w, k: _tables_log(s, t, w, 0.0 * k + 1.0), None),
+    (checks.check_addk_tables, lambda s, t, w, k: _tables_log(s, t, w, k)[::-1], None),
+    (checks.check_forward, lambda s, a, e: student_forward(s, a, e) / len(e), None),
+    (checks.check_forward, lambda s, a, e: student_forward(s, a, e[::-1]), None),
+    (checks.check_forward, forward_emission_one_step_late, None),
+    (checks.check_viterbi, lambda s, a, e: (student_viterbi(s, a, e)[0],
+                                            student_forward(s, a, e)), None),
+    (checks.check_viterbi, lambda s, a, e: (student_viterbi(s, a, e)[0][::-1],
+                                            student_viterbi(s, a, e)[1]), None),
+    (checks.check_viterbi, lambda s, a, e: (student_viterbi(s, a, e)[0],
+                                            float(np.exp(student_viterbi(s, a, e)[1]))), None),
+    (checks.check_forward_backward, lambda s, a, e: student_posterior(s, a, e).numpy().T, None),
+    (checks.check_forward_backward, lambda s, a, e: np.log(student_posterior(s, a, e).numpy()),
+     "returned log probabilities"),
+    (checks.check_forward_backward, lambda s, a, e: np.ones(e.shape) / e.shape[1], None),
+    (checks.check_tagging_accuracy, accuracy_swapped_rates, None),
+    (checks.check_tagging_accuracy, lambda tg, s: student_accuracy(tg, s) | {"all": 1.0}, None),
+    (checks.check_tagging_accuracy,
+     lambda tg, s: {k: v * 100 for k, v in student_accuracy(tg, s).items()}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, student, named", WRONG)
+def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
+    check, student, named
+):
+    with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
+        with pytest.raises(CheckFailed) as info:
+            check(student)
+    message = str(info.value)
+    assert "expected" in message and "got" in message
+    if named is None:
+        assert "likely mistake" not in message, message
+    else:
+        assert "likely mistake" in message and named in message, message
