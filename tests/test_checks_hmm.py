@@ -121,12 +121,15 @@ def student_accuracy_per_sentence(tagger, tagged_sentences):
 
 
 def test_checks_pass_right_implementations():
+    checks.check_forward(student_forward)
+    checks.check_viterbi(student_viterbi)
+    checks.check_tagging_accuracy(student_accuracy)
     checks.check_forward(student_forward, hidden=True)
     checks.check_viterbi(student_viterbi, hidden=True)
     checks.check_tagging_accuracy(student_accuracy, hidden=True)
 
 
-@pytest.mark.parametrize(
+MISTAKE_CASES = (
     "check,student,message",
     [
         (checks.check_forward, lambda s, a, e: student_forward(s, a.T, e), "read transposed"),
@@ -147,10 +150,21 @@ def test_checks_pass_right_implementations():
         (checks.check_tagging_accuracy, student_accuracy_per_sentence, "averaged the accuracies"),
     ],
 )
+NAMED: dict = {}
+for _check, _, _message in MISTAKE_CASES[1]:
+    NAMED.setdefault(_check, []).append(_message)
+
+
+@pytest.mark.parametrize(*MISTAKE_CASES)
 def test_checks_name_the_mistake(check, student, message):
-    with np.errstate(divide="ignore", under="ignore"):
-        with pytest.raises(CheckFailed, match=re.escape(message)):
-            check(student)
+    """On the visible cases (and the hidden ones): named, and given no other name of the part."""
+    for hidden in (False, True):
+        with np.errstate(divide="ignore", under="ignore"):
+            with pytest.raises(CheckFailed, match=re.escape(message)) as info:
+                check(student, hidden=hidden)
+        for other in NAMED.get(check, ()):
+            if other != message:
+                assert other not in str(info.value), str(info.value)
 
 
 # ------------------------------------------------------------------ other right forms
@@ -206,6 +220,7 @@ def student_accuracy_fractions(tagger, tagged_sentences):
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
+    check(student)
     check(student, hidden=True)
     assert "cases pass" in capsys.readouterr().out
 

@@ -119,6 +119,7 @@ def kn(bigram_counts, context, word, vocab_size, d, variant=""):
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
+    check(student)
     check(student, hidden=True)
     assert "cases pass" in capsys.readouterr().out
 
@@ -126,7 +127,7 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
 # ------------------------------------------------------------------ mistakes named
 
 
-@pytest.mark.parametrize(
+MISTAKE_CASES = (
     "check,student,message",
     [
         (
@@ -180,9 +181,20 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
         ),
     ],
 )
+NAMED: dict = {}
+for _check, _, _message in MISTAKE_CASES[1]:
+    NAMED.setdefault(_check, []).append(_message)
+
+
+@pytest.mark.parametrize(*MISTAKE_CASES)
 def test_each_mistake_is_named(check, student, message):
-    with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)):
-        check(student)
+    """On the visible cases (and the hidden ones): named, and given no other name of the part."""
+    for hidden in (False, True):
+        with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)) as info:
+            check(student, hidden=hidden)
+        for other in NAMED.get(check, ()):
+            if other != message:
+                assert other not in str(info.value), str(info.value)
 
 
 def test_the_mistake_not_the_case_gives_the_hint():

@@ -92,6 +92,7 @@ def gru_cell(x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh, textbook=False
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
+    check(student)
     check(student, hidden=True)
     assert "pass" in capsys.readouterr().out
 
@@ -99,7 +100,7 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
 # ------------------------------------------------------------------ mistakes named
 
 
-@pytest.mark.parametrize(
+MISTAKE_CASES = (
     "check,student,message",
     [
         (checks.check_token_index, lambda i, j, layout: (i, j), "from 1, Python from 0"),
@@ -123,9 +124,20 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
         (checks.check_gru_cell, lambda *a: gru_cell(*a, textbook=True), "the textbook GRU"),
     ],
 )
+NAMED: dict = {}
+for _check, _, _message in MISTAKE_CASES[1]:
+    NAMED.setdefault(_check, []).append(_message)
+
+
+@pytest.mark.parametrize(*MISTAKE_CASES)
 def test_each_mistake_is_named(check, student, message):
-    with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)):
-        check(student)
+    """On the visible cases (and the hidden ones): named, and given no other name of the part."""
+    for hidden in (False, True):
+        with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)) as info:
+            check(student, hidden=hidden)
+        for other in NAMED.get(check, ()):
+            if other != message:
+                assert other not in str(info.value), str(info.value)
 
 
 def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
