@@ -147,6 +147,20 @@ def greedy_decode_ties_high(step, state, max_len):
         (checks.check_greedy_decode, greedy_decode),
         (checks.check_beam_search, beam_search),
         (checks.check_greedy_decode, greedy_decode_ties_high),
+        (checks.check_masked_softmax, lambda s, m: masked_softmax(s.float(), m)),  # float32
+        (checks.check_dot_attention, lambda q, k, m: dot_attention(q.float(), k.float(), m)),
+        (
+            checks.check_additive_scores,
+            lambda q, k, W_1, W_2, v: additive_scores(*(a.float() for a in (q, k, W_1, W_2, v))),
+        ),
+        (checks.check_greedy_decode, lambda st, s, L: np.array(greedy_decode(st, s, L), dtype=int)),
+        (
+            checks.check_beam_search,
+            lambda st, s, K, L, a: (
+                tuple(beam_search(st, s, K, L, a)[0]),
+                np.float32(beam_search(st, s, K, L, a)[1]),
+            ),
+        ),
         (checks.check_beam_search, functools.partial(beam_search, high_first=True)),
     ],
 )
