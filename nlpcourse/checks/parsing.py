@@ -336,8 +336,8 @@ def _table_mistakes(rules: list, words: list[str], start: str = "S") -> list[Mis
             _cky(rules, words, closure="once")[0],
         ),
         Mistake(
-            "a split point is missing: for the span (i, j) try every k with i < k < j, "
-            "i.e. range(i + 1, j)",
+            "a split point is missing: for the span (i, j) try every k with i < k < j, the "
+            "last one k = j - 1 included (eq. (parse-cky))",
             _cky(rules, words, splits="short")[0],
         ),
     ]
