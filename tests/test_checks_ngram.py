@@ -409,3 +409,13 @@ def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_n
         assert "likely mistake" not in message, message
     else:
         assert "likely mistake" in message and named in message, message
+
+
+def test_a_wrong_answer_on_an_unseen_context_gets_a_message_not_a_checker_error():
+    """A usual mistake whose formula divides by c(context) + 0 has no answer on an unseen context;
+    computing it there made the checker itself raise ZeroDivisionError (found by issue 27's
+    property test)."""
+    student = lambda c, x, w, V, k: addk_float32(c, x, w, V, k) if c_context(c, x) else 0.0  # noqa: E731
+    with pytest.raises(CheckFailed, match="unseen context") as info:
+        checks.check_addk_prob(student)
+    assert "expected" in str(info.value)
