@@ -98,3 +98,35 @@ def test_every_case_is_valid_and_every_case_label_is_unique_enough(module, name,
     for hidden in (False, True):
         for run in _runs(module, name, hidden, monkeypatch):
             assert run["cases"] and all(isinstance(c, core.Case) for c in run["cases"])
+
+
+def _first_names(run: dict) -> dict[str, list[str]]:
+    """For each mistake, the name a student who makes it everywhere is given: on the first case
+    where its answer is wrong, the first mistake whose answer that is (what run_check names)."""
+    names: dict[str, list[str]] = {}
+    for case in run["cases"]:
+        args = pickle.loads(pickle.dumps(case.args))
+        right = core.to_plain(core.unwrap(run["reference"](*args)))
+        mistakes = list(run["mistakes"](*args))
+        for mistake in mistakes:
+            if mistake.what in names or mistake.answer is None:
+                continue
+            try:
+                answer = core.to_plain(mistake.answer)
+            except core.NotPlainAnswer:
+                continue
+            if not run["same"](right, answer):
+                named = core.name_mistakes(right, answer, mistakes, run["same"])
+                names[mistake.what] = [m.what for m in named]
+    return names
+
+
+@pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
+def test_each_usual_mistake_is_given_its_own_name_by_the_visible_cases(module, name, monkeypatch):
+    """A student who makes one of the mistakes a check knows is told that mistake on the first
+    case they fail (with any other mistake whose answer is the same there), never only another."""
+    for run in _runs(module, name, False, monkeypatch):
+        if run["mistakes"] is None:
+            continue
+        for what, named in _first_names(run).items():
+            assert what in named, f"{name}: the mistake {what!r} is named {named!r}"

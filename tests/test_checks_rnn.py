@@ -133,7 +133,7 @@ for _check, _, _message in MISTAKE_CASES[1]:
 def test_each_mistake_is_named(check, student, message):
     """On the visible cases (and the hidden ones): named, and given no other name of the part."""
     for hidden in (False, True):
-        with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)) as info:
+        with pytest.raises(CheckFailed, match="(?s)likely mistake.*" + re.escape(message)) as info:
             check(student, hidden=hidden)
         for other in NAMED.get(check, ()):
             if other != message:

@@ -553,25 +553,38 @@ def _numeric(value: Any) -> bool:
     return array.dtype.kind in "iuf"
 
 
-def name_mistake(
+def name_mistakes(
     right: Any,
     got: Any,
     mistakes: Iterable[Mistake],
     same: Callable[[Any, Any], bool] = same_answer,
-) -> Mistake | None:
-    """The first mistake whose answer is ``got`` and differs from the ``right`` answer (by
-    ``same(answer, got)``, :func:`same_answer` unless a check says otherwise)."""
+) -> list[Mistake]:
+    """Every mistake whose answer is ``got`` and differs from the ``right`` answer (by
+    ``same(answer, got)``, :func:`same_answer` unless a check says otherwise), each once: on a
+    given case two mistakes can give the same answer, and then the message names both."""
+    found: list[Mistake] = []
     for mistake in mistakes:
         answer = mistake.answer
-        if answer is None:
+        if answer is None or any(m.what == mistake.what for m in found):
             continue
         try:
             answer = to_plain(answer)
         except NotPlainAnswer:
             continue
         if not same(right, answer) and same(answer, got):
-            return mistake
-    return None
+            found.append(mistake)
+    return found
+
+
+def name_mistake(
+    right: Any,
+    got: Any,
+    mistakes: Iterable[Mistake],
+    same: Callable[[Any, Any], bool] = same_answer,
+) -> Mistake | None:
+    """The first of :func:`name_mistakes`, or None."""
+    found = name_mistakes(right, got, mistakes, same)
+    return found[0] if found else None
 
 
 # ------------------------------------------------------------------------------ running
@@ -642,9 +655,14 @@ def _check_case(
     if not problem:
         return
     right = unwrap(want)  # everything below needs only the answer
-    mistake = name_mistake(right, got, mistakes(*args), same) if mistakes is not None else None
-    if mistake is not None:
-        advice = f"\nlikely mistake: {mistake.what}"
+    named = name_mistakes(right, got, mistakes(*args), same) if mistakes is not None else []
+    if len(named) == 1:
+        advice = f"\nlikely mistake: {named[0].what}"
+    elif named:  # on this case these mistakes give the same answer: the message names each
+        advice = (
+            "\nlikely mistake, one of these (on this case they give the same answer):"
+            + "".join(f"\n  - {m.what}" for m in named)
+        )
     else:
         advice = f"\nhint: {case.hint}" if case.hint else ""
     raise CheckFailed(

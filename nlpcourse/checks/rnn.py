@@ -101,7 +101,7 @@ def check_token_index(token_index: Callable, hidden: bool = False) -> None:
         "a time-first array has shape (T, B): the row is the position j, the column the example i"
     )
     cases = [
-        Case((1, 1, "batch-first"), names, from_one),
+        Case((1, 2, "batch-first"), names, from_one),
         Case(
             (2, 3, "batch-first"),
             names,
