@@ -212,7 +212,17 @@ RIGHT = [
     (checks.check_viterbi_cky, viterbi_lists),
     (checks.check_inside, inside_right),
     (checks.check_parseval, lambda g, p: parseval_with(g, p, extra_key=True)),
-]
+    # the same answers in other containers and number types
+    (checks.check_leftmost_derivation, lambda t: tuple(tuple(f) for f in derivation(t))),
+    (checks.check_cky_recognize, lambda r, w, s="S": {
+        (np.int64(i), j): frozenset(v) for (i, j), v in cky_table(r, w, s).items()}),
+    (checks.check_count_parses, lambda r, w, s="S": np.int64(count(r, w, s))),
+    (checks.check_viterbi_cky, lambda r, w: [viterbi_lists(r, w)[0],
+                                             np.float64(viterbi_lists(r, w)[1])]),
+    (checks.check_inside, lambda r, w: np.float64(inside_right(r, w))),
+    (checks.check_parseval,
+     lambda g, p: {k: np.float32(v) for k, v in parseval_with(g, p).items()}),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("check, student", RIGHT)
