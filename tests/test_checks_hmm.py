@@ -9,13 +9,18 @@ counts worked out by hand.
 
 import itertools
 import math
-import re
 from collections import namedtuple
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from checks_corpus import (
+    named_visible_and_hidden,
+    names_by_check,
+    passes_visible_and_hidden,
+    wrong_with_right_name_or_none,
+)
 
 import nlpcourse.checks.hmm as checks
 from nlpcourse.checks import CheckFailed
@@ -150,21 +155,13 @@ MISTAKE_CASES = (
         (checks.check_tagging_accuracy, student_accuracy_per_sentence, "averaged the accuracies"),
     ],
 )
-NAMED: dict = {}
-for _check, _, _message in MISTAKE_CASES[1]:
-    NAMED.setdefault(_check, []).append(_message)
+NAMED = names_by_check(MISTAKE_CASES[1])
 
 
 @pytest.mark.parametrize(*MISTAKE_CASES)
 def test_checks_name_the_mistake(check, student, message):
     """On the visible cases (and the hidden ones): named, and given no other name of the part."""
-    for hidden in (False, True):
-        with np.errstate(divide="ignore", under="ignore"):
-            with pytest.raises(CheckFailed, match=re.escape(message)) as info:
-                check(student, hidden=hidden)
-        for other in NAMED.get(check, ()):
-            if other != message:
-                assert other not in str(info.value), str(info.value)
+    named_visible_and_hidden(check, student, message, NAMED, likely=False)
 
 
 # ------------------------------------------------------------------ other right forms
@@ -220,9 +217,7 @@ def student_accuracy_fractions(tagger, tagged_sentences):
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
-    check(student)
-    check(student, hidden=True)
-    assert "cases pass" in capsys.readouterr().out
+    passes_visible_and_hidden(check, student, capsys)
 
 
 def test_more_mistakes_are_named():
@@ -361,12 +356,4 @@ WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: ex
 def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
     check, student, named
 ):
-    with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
-        with pytest.raises(CheckFailed) as info:
-            check(student)
-    message = str(info.value)
-    assert "expected" in message and "got" in message
-    if named is None:
-        assert "likely mistake" not in message, message
-    else:
-        assert "likely mistake" in message and named in message, message
+    wrong_with_right_name_or_none(check, student, named)

@@ -9,13 +9,18 @@ counts that only claim to be equal) must score nothing.
 """
 
 import math
-import re
 import sys
 from collections import Counter, defaultdict
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from checks_corpus import (
+    named_visible_and_hidden,
+    names_by_check,
+    passes_visible_and_hidden,
+    wrong_with_right_name_or_none,
+)
 
 import nlpcourse.ngram
 from nlpcourse.checks import CheckFailed
@@ -119,9 +124,7 @@ def kn(bigram_counts, context, word, vocab_size, d, variant=""):
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
-    check(student)
-    check(student, hidden=True)
-    assert "cases pass" in capsys.readouterr().out
+    passes_visible_and_hidden(check, student, capsys)
 
 
 # ------------------------------------------------------------------ mistakes named
@@ -181,20 +184,13 @@ MISTAKE_CASES = (
         ),
     ],
 )
-NAMED: dict = {}
-for _check, _, _message in MISTAKE_CASES[1]:
-    NAMED.setdefault(_check, []).append(_message)
+NAMED = names_by_check(MISTAKE_CASES[1])
 
 
 @pytest.mark.parametrize(*MISTAKE_CASES)
 def test_each_mistake_is_named(check, student, message):
     """On the visible cases (and the hidden ones): named, and given no other name of the part."""
-    for hidden in (False, True):
-        with pytest.raises(CheckFailed, match="(?s)likely mistake.*" + re.escape(message)) as info:
-            check(student, hidden=hidden)
-        for other in NAMED.get(check, ()):
-            if other != message:
-                assert other not in str(info.value), str(info.value)
+    named_visible_and_hidden(check, student, message, NAMED)
 
 
 def test_the_mistake_not_the_case_gives_the_hint():
@@ -401,14 +397,7 @@ WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: ex
 def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
     check, student, named
 ):
-    with pytest.raises(CheckFailed) as info:
-        check(student)
-    message = str(info.value)
-    assert "expected" in message and "got" in message
-    if named is None:
-        assert "likely mistake" not in message, message
-    else:
-        assert "likely mistake" in message and named in message, message
+    wrong_with_right_name_or_none(check, student, named)
 
 
 def test_a_wrong_answer_on_an_unseen_context_gets_a_message_not_a_checker_error():

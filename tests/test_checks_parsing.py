@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
+from checks_corpus import passes_visible_and_hidden, wrong_with_right_name_or_none
 
 import nlpcourse.checks.parsing as checks
 from nlpcourse import parsing
@@ -227,9 +228,7 @@ RIGHT = [
 
 @pytest.mark.parametrize("check, student", RIGHT)
 def test_right_answers_in_other_forms_pass(check, student, capsys):
-    check(student)
-    check(student, hidden=True)
-    assert "cases pass" in capsys.readouterr().out
+    passes_visible_and_hidden(check, student, capsys)
 
 
 MISTAKES = [
@@ -399,11 +398,7 @@ def test_plausible_mistakes_nobody_named_fail_on_the_visible_cases_with_expected
     check, student
 ):
     """Wrong answers no check names: the visible cases catch them, with no wrong name."""
-    with pytest.raises(CheckFailed) as err:
-        check(student)
-    text = str(err.value)
-    assert "expected" in text and "got" in text
-    assert "likely mistake" not in text, text
+    wrong_with_right_name_or_none(check, student, None)
 
 
 def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():

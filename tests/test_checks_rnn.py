@@ -7,11 +7,14 @@ with the input, the expected answer and the answer it got. The answer keys of th
 questions are checked against an array whose entries name themselves and the chapter's examples.
 """
 
-import re
-
 import numpy as np
 import pytest
 import torch
+from checks_corpus import (
+    named_visible_and_hidden,
+    names_by_check,
+    wrong_with_right_name_or_none,
+)
 
 import nlpcourse.checks.rnn as checks
 from nlpcourse.checks import CheckFailed
@@ -124,20 +127,13 @@ MISTAKE_CASES = (
         (checks.check_gru_cell, lambda *a: gru_cell(*a, textbook=True), "the textbook GRU"),
     ],
 )
-NAMED: dict = {}
-for _check, _, _message in MISTAKE_CASES[1]:
-    NAMED.setdefault(_check, []).append(_message)
+NAMED = names_by_check(MISTAKE_CASES[1])
 
 
 @pytest.mark.parametrize(*MISTAKE_CASES)
 def test_each_mistake_is_named(check, student, message):
     """On the visible cases (and the hidden ones): named, and given no other name of the part."""
-    for hidden in (False, True):
-        with pytest.raises(CheckFailed, match="(?s)likely mistake.*" + re.escape(message)) as info:
-            check(student, hidden=hidden)
-        for other in NAMED.get(check, ()):
-            if other != message:
-                assert other not in str(info.value), str(info.value)
+    named_visible_and_hidden(check, student, message, NAMED)
 
 
 def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
@@ -254,11 +250,4 @@ WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: ex
 def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
     check, student, named
 ):
-    with pytest.raises(CheckFailed) as info:
-        check(student)
-    message = str(info.value)
-    assert "expected" in message and "got" in message
-    if named is None:
-        assert "likely mistake" not in message, message
-    else:
-        assert "likely mistake" in message and named in message, message
+    wrong_with_right_name_or_none(check, student, named)
