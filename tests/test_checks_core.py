@@ -222,3 +222,30 @@ def test_a_submission_cannot_drop_or_change_the_cases_to_come():
 
     with pytest.raises(CheckFailed, match="case 2 of 9"):
         check_mle_prob(tampers)
+
+
+# ------------------------------------------------------------------ cases and inputs
+
+
+def test_a_case_whose_names_do_not_match_its_arguments_is_refused_when_made():
+    with pytest.raises(ValueError, match="one name per argument"):
+        Case((1, 2), ("a",))
+    with pytest.raises(ValueError, match="one name per argument"):
+        Case([1], ("a",))  # args must be a tuple
+    with pytest.raises(ValueError, match="shown names no argument"):
+        Case((1,), ("a",), shown={"b": "2"})
+
+
+def test_inputs_are_shown_as_the_statement_writes_them():
+    case = Case(
+        (torch.tensor([[True, True, False]]), torch.ones(2, dtype=torch.float64)), ("m", "x")
+    )
+    text = core._inputs(case)
+    assert "True,  True, False" in text and "1., 1., 0." not in text
+    assert "tensor of shape (1, 3)" in text and "tensor of shape (2,)" in text
+
+
+def test_compare_numbers_has_one_tolerance_policy():
+    import inspect
+
+    assert list(inspect.signature(compare_numbers).parameters) == ["expected", "got"]

@@ -9,13 +9,18 @@ counts worked out by hand.
 
 import itertools
 import math
-import re
 from collections import namedtuple
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from checks_corpus import (
+    named_visible_and_hidden,
+    names_by_check,
+    passes_visible_and_hidden,
+    wrong_with_right_name_or_none,
+)
 
 import nlpcourse.checks.hmm as checks
 from nlpcourse.checks import CheckFailed
@@ -121,12 +126,15 @@ def student_accuracy_per_sentence(tagger, tagged_sentences):
 
 
 def test_checks_pass_right_implementations():
+    checks.check_forward(student_forward)
+    checks.check_viterbi(student_viterbi)
+    checks.check_tagging_accuracy(student_accuracy)
     checks.check_forward(student_forward, hidden=True)
     checks.check_viterbi(student_viterbi, hidden=True)
     checks.check_tagging_accuracy(student_accuracy, hidden=True)
 
 
-@pytest.mark.parametrize(
+MISTAKE_CASES = (
     "check,student,message",
     [
         (checks.check_forward, lambda s, a, e: student_forward(s, a.T, e), "read transposed"),
@@ -147,10 +155,13 @@ def test_checks_pass_right_implementations():
         (checks.check_tagging_accuracy, student_accuracy_per_sentence, "averaged the accuracies"),
     ],
 )
+NAMED = names_by_check(MISTAKE_CASES[1])
+
+
+@pytest.mark.parametrize(*MISTAKE_CASES)
 def test_checks_name_the_mistake(check, student, message):
-    with np.errstate(divide="ignore", under="ignore"):
-        with pytest.raises(CheckFailed, match=re.escape(message)):
-            check(student)
+    """On the visible cases (and the hidden ones): named, and given no other name of the part."""
+    named_visible_and_hidden(check, student, message, NAMED, likely=False)
 
 
 # ------------------------------------------------------------------ other right forms
@@ -206,8 +217,7 @@ def student_accuracy_fractions(tagger, tagged_sentences):
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
-    check(student, hidden=True)
-    assert "cases pass" in capsys.readouterr().out
+    passes_visible_and_hidden(check, student, capsys)
 
 
 def test_more_mistakes_are_named():
@@ -295,3 +305,55 @@ def test_addk_answer_by_hand():
     _, log_trans, _ = addk_answer(corpus, tags, words, k=1.0)
     np.testing.assert_allclose(np.exp(log_trans[1]), [1 / 6, 1 / 6, 4 / 6])
     np.testing.assert_allclose(np.exp(log_trans).sum(axis=1), 1.0)
+
+
+# --------------------------------------------- issue 27: plausible wrong answers, right names
+
+
+def _tables_log(*args):
+    return tuple(log(t) for t in student_tables_in_probabilities(*args))
+
+
+def forward_emission_one_step_late(log_start, log_trans, log_emit):
+    """Step t adds the emission of word t - 1 (an index off by one)."""
+    alpha = log_start + log_emit[0]
+    for t in range(1, len(log_emit)):
+        alpha = np.logaddexp.reduce(alpha[:, None] + log_trans, axis=0) + log_emit[t - 1]
+    return float(np.logaddexp.reduce(alpha))
+
+
+def accuracy_swapped_rates(tagger, tagged_sentences):
+    out = student_accuracy(tagger, tagged_sentences)
+    return out | {"unknown_rate": 1 - out["unknown_rate"]}
+
+
+WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: expected / got)
+    (checks.check_addk_tables, lambda *a: tuple(t.T for t in _tables_log(*a)),
+     "log_emit_table is transposed"),
+    (checks.check_addk_tables, lambda s, t, w, k: _tables_log(s, t, w, 0.0 * k + 1.0), None),
+    (checks.check_addk_tables, lambda s, t, w, k: _tables_log(s, t, w, k)[::-1], None),
+    (checks.check_forward, lambda s, a, e: student_forward(s, a, e) / len(e), None),
+    (checks.check_forward, lambda s, a, e: student_forward(s, a, e[::-1]), None),
+    (checks.check_forward, forward_emission_one_step_late, None),
+    (checks.check_viterbi, lambda s, a, e: (student_viterbi(s, a, e)[0],
+                                            student_forward(s, a, e)), None),
+    (checks.check_viterbi, lambda s, a, e: (student_viterbi(s, a, e)[0][::-1],
+                                            student_viterbi(s, a, e)[1]), None),
+    (checks.check_viterbi, lambda s, a, e: (student_viterbi(s, a, e)[0],
+                                            float(np.exp(student_viterbi(s, a, e)[1]))), None),
+    (checks.check_forward_backward, lambda s, a, e: student_posterior(s, a, e).numpy().T, None),
+    (checks.check_forward_backward, lambda s, a, e: np.log(student_posterior(s, a, e).numpy()),
+     "returned log probabilities"),
+    (checks.check_forward_backward, lambda s, a, e: np.ones(e.shape) / e.shape[1], None),
+    (checks.check_tagging_accuracy, accuracy_swapped_rates, None),
+    (checks.check_tagging_accuracy, lambda tg, s: student_accuracy(tg, s) | {"all": 1.0}, None),
+    (checks.check_tagging_accuracy,
+     lambda tg, s: {k: v * 100 for k, v in student_accuracy(tg, s).items()}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, student, named", WRONG)
+def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
+    check, student, named
+):
+    wrong_with_right_name_or_none(check, student, named)

@@ -9,13 +9,18 @@ counts that only claim to be equal) must score nothing.
 """
 
 import math
-import re
 import sys
 from collections import Counter, defaultdict
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from checks_corpus import (
+    named_visible_and_hidden,
+    names_by_check,
+    passes_visible_and_hidden,
+    wrong_with_right_name_or_none,
+)
 
 import nlpcourse.ngram
 from nlpcourse.checks import CheckFailed
@@ -119,14 +124,13 @@ def kn(bigram_counts, context, word, vocab_size, d, variant=""):
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
-    check(student, hidden=True)
-    assert "cases pass" in capsys.readouterr().out
+    passes_visible_and_hidden(check, student, capsys)
 
 
 # ------------------------------------------------------------------ mistakes named
 
 
-@pytest.mark.parametrize(
+MISTAKE_CASES = (
     "check,student,message",
     [
         (
@@ -180,9 +184,13 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
         ),
     ],
 )
+NAMED = names_by_check(MISTAKE_CASES[1])
+
+
+@pytest.mark.parametrize(*MISTAKE_CASES)
 def test_each_mistake_is_named(check, student, message):
-    with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)):
-        check(student)
+    """On the visible cases (and the hidden ones): named, and given no other name of the part."""
+    named_visible_and_hidden(check, student, message, NAMED)
 
 
 def test_the_mistake_not_the_case_gives_the_hint():
@@ -333,3 +341,70 @@ def test_perplexity_has_a_case_that_underflows_a_product():
     message = str(failure.value)
     assert "words)" in message and "predicted words in all" in message
     assert "multiplied the probabilities" in message
+
+
+# --------------------------------------------- issue 27: plausible mistakes that no check names
+
+
+def perplexity_log2_mixed(prob, sentences, n):
+    """log base 2 for the mean, e for the power: a mixed-up base."""
+    logs = [math.log2(prob(tuple(w[i - n + 1 : i]), w[i])) for s in sentences
+            for w in [padded(s, n)] for i in range(n - 1, len(w))]  # fmt: skip
+    return math.exp(-sum(logs) / len(logs))
+
+
+def perplexity_per_sentence(prob, sentences, n):
+    """The mean of each sentence's perplexity, not the perplexity of all the words."""
+    values = [perplexity_numpy(prob, [s], n) for s in sentences]
+    return float(np.mean(values))
+
+
+WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: expected / got)
+    (checks.check_count_ngrams, lambda s, n: {" ".join(k): c for k, c in
+                                              count_with_defaultdict(s, n).items()}, None),
+    (checks.check_count_ngrams, lambda s, n: count_with_defaultdict([[w.lower() for w in x]
+                                                                     for x in s], n), None),
+    (checks.check_count_ngrams, lambda s, n: {k: c + 1 for k, c in count_with_defaultdict(s, n)
+                                               .items()}, None),  # add-one counts
+    (checks.check_mle_prob, lambda c, x, w: c.get(tuple(x) + (w,), 0) / sum(c.values()),
+     "divided by the number of all n-grams"),
+    (checks.check_mle_prob, lambda c, x, w: c.get(tuple(x) + (w,), 0), "you returned the count"),
+    (checks.check_mle_prob, lambda c, x, w: (c.get(tuple(x) + (w,), 0) + 1)
+     / (c_context(c, x) + 1), None),
+    (checks.check_mle_prob, lambda c, x, w: float(mle_as_fraction(c, x, w)) or 0.5, None),
+    (checks.check_addk_prob, lambda c, x, w, V, k: (c.get(tuple(x) + (w,), 0) + k)
+     / (c_context(c, x) + k * (V + 1)), None),
+    (checks.check_addk_prob, lambda c, x, w, V, k: (c.get(tuple(x) + (w,), 0) + k) / V, None),
+    (checks.check_addk_prob, lambda c, x, w, V, k: float(addk_float32(c, x, w, V, k)) ** 0.5,
+     None),
+    (checks.check_perplexity, perplexity_log2_mixed, "mixed logarithm bases"),
+    (checks.check_perplexity, perplexity_per_sentence, None),
+    (checks.check_perplexity, lambda prob, s, n: math.log(perplexity_numpy(prob, s, n)), None),
+    (checks.check_perplexity, lambda prob, s, n: perplexity_numpy(prob, s, n) ** 0.5, None),
+    (checks.check_continuation_prob, lambda b, w: float(continuation_fraction(b, w)) / 2, None),
+    (checks.check_continuation_prob, lambda b, w: len({v for (v, x) in b if x == w})
+     / len({x for (_, x) in b}), "divided by the number of different words"),
+    (checks.check_continuation_prob, lambda b, w: len({v for (v, x) in b if x == w}), None),
+    (checks.check_continuation_prob, lambda b, w: len({v for (v, x) in b if x == w})
+     / (len(b) + 1), None),
+    (checks.check_kn_bigram_prob, lambda b, x, w, V, d: kn(b, x, w, V, 0.0), None),
+    (checks.check_kn_bigram_prob, lambda b, x, w, V, d: kn(b, x, w, V, d) * 0.5 + 0.5 / V, None),
+    (checks.check_kn_bigram_prob, lambda b, x, w, V, d: kn(b, x, w, V, d / 2), None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, student, named", WRONG)
+def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
+    check, student, named
+):
+    wrong_with_right_name_or_none(check, student, named)
+
+
+def test_a_wrong_answer_on_an_unseen_context_gets_a_message_not_a_checker_error():
+    """A usual mistake whose formula divides by c(context) + 0 has no answer on an unseen context;
+    computing it there made the checker itself raise ZeroDivisionError (found by issue 27's
+    property test)."""
+    student = lambda c, x, w, V, k: addk_float32(c, x, w, V, k) if c_context(c, x) else 0.0  # noqa: E731
+    with pytest.raises(CheckFailed, match="unseen context") as info:
+        checks.check_addk_prob(student)
+    assert "expected" in str(info.value)

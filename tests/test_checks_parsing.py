@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
+from checks_corpus import passes_visible_and_hidden, wrong_with_right_name_or_none
 
 import nlpcourse.checks.parsing as checks
 from nlpcourse import parsing
@@ -19,8 +20,10 @@ from nlpcourse.checks import CheckFailed
 # ------------------------------------------------------------------------- right answers
 
 
-def derivation(tree, rightmost=False, start_form=True):
+def derivation(tree, rightmost=False, start_form=True, last_form=True, to_tags=False):
     """A derivation written with a stack of nodes (recursion order), as lists of lists."""
+    if to_tags:  # the mistake: stop at the preterminals (each one a leaf)
+        tree = _tags_as_leaves(tree)
     forms = [[tree[0]]] if start_form else []
     form = [tree]
     while any(isinstance(x, tuple) for x in form):
@@ -28,10 +31,19 @@ def derivation(tree, rightmost=False, start_form=True):
         k = nodes[-1] if rightmost else nodes[0]
         form[k : k + 1] = list(form[k][1:])
         forms.append([x[0] if isinstance(x, tuple) else x for x in form])
-    return forms
+    return forms if last_form else forms[:-1]
 
 
-def cky_table(rules, words, start="S", closure=True, last_split=True, as_lists=False):
+def _tags_as_leaves(node):
+    if isinstance(node[1], str) and len(node) == 2:
+        return node[0]
+    return (node[0], *map(_tags_as_leaves, node[1:]))
+
+
+def cky_table(
+    rules, words, start="S", closure=True, last_split=True, as_lists=False, one_pass=None
+):
+    """``one_pass``: the mistake of one pass over the unit rules, "forward" or "reverse"."""
     nonterminals = {r[0] for r in rules}
     n = len(words)
     table = defaultdict(set)
@@ -39,8 +51,9 @@ def cky_table(rules, words, start="S", closure=True, last_split=True, as_lists=F
     def close(cell):
         if not closure:
             return
-        for _ in range(len(nonterminals)):
-            for lhs, rhs in rules:
+        order = rules[::-1] if one_pass == "reverse" else rules
+        for _ in range(1 if one_pass else len(nonterminals)):
+            for lhs, rhs in order:
                 if len(rhs) == 1 and rhs[0] in cell:
                     cell.add(lhs)
 
@@ -76,7 +89,7 @@ def count(rules, words, start="S", add=False, recognise=False):
                         b, cc = c[(i, k)][rhs[0]], c[(k, j)][rhs[1]]
                         c[(i, j)][lhs] += b + cc if add else b * cc
     if recognise:
-        return int(c[(0, n)][start] > 0)
+        return c[(0, n)][start] > 0
     return float(c[(0, n)][start])  # a float with a whole value is a right form of a count
 
 
@@ -169,7 +182,7 @@ def brackets(tree, labelled=True, preterminals=False, sets=False):
     return Counter(set(out)) if sets else out
 
 
-def parseval_with(gold, predicted, extra_key=False, **kind):
+def parseval_with(gold, predicted, extra_key=False, whole_trees=False, **kind):
     m = g_total = p_total = exact = 0
     for g, p in zip(gold, predicted, strict=True):
         gb = brackets(g, **kind)
@@ -177,7 +190,7 @@ def parseval_with(gold, predicted, extra_key=False, **kind):
         m += sum((gb & pb).values())
         g_total += sum(gb.values())
         p_total += sum(pb.values())
-        exact += gb == pb
+        exact += (g == p) if whole_trees else (gb == pb)
     prec = m / p_total if p_total else 0.0
     rec = m / g_total if g_total else 0.0
     out = {
@@ -200,20 +213,35 @@ RIGHT = [
     (checks.check_viterbi_cky, viterbi_lists),
     (checks.check_inside, inside_right),
     (checks.check_parseval, lambda g, p: parseval_with(g, p, extra_key=True)),
-]
+    # the same answers in other containers and number types
+    (checks.check_leftmost_derivation, lambda t: tuple(tuple(f) for f in derivation(t))),
+    (checks.check_cky_recognize, lambda r, w, s="S": {
+        (np.int64(i), j): frozenset(v) for (i, j), v in cky_table(r, w, s).items()}),
+    (checks.check_count_parses, lambda r, w, s="S": np.int64(count(r, w, s))),
+    (checks.check_viterbi_cky, lambda r, w: [viterbi_lists(r, w)[0],
+                                             np.float64(viterbi_lists(r, w)[1])]),
+    (checks.check_inside, lambda r, w: np.float64(inside_right(r, w))),
+    (checks.check_parseval,
+     lambda g, p: {k: np.float32(v) for k, v in parseval_with(g, p).items()}),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("check, student", RIGHT)
 def test_right_answers_in_other_forms_pass(check, student, capsys):
-    check(student)
-    check(student, hidden=True)
-    assert "cases pass" in capsys.readouterr().out
+    passes_visible_and_hidden(check, student, capsys)
 
 
 MISTAKES = [
     (checks.check_leftmost_derivation, lambda t: derivation(t, rightmost=True), "rightmost"),
     (checks.check_leftmost_derivation, lambda t: derivation(t, start_form=False), "(root,)"),
-    (checks.check_cky_recognize, lambda r, w, s: cky_table(r, w, s, closure=False), "unit rules"),
+    (checks.check_leftmost_derivation, lambda t: derivation(t, last_form=False), "last form is"),
+    (checks.check_leftmost_derivation, lambda t: derivation(t, to_tags=True), "stops at the pre"),
+    (checks.check_cky_recognize, lambda r, w, s: cky_table(r, w, s, closure=False), "not applied"),
+    (
+        checks.check_cky_recognize,
+        lambda r, w, s: cky_table(r, w, s, one_pass="forward"),
+        "applied in one pass",
+    ),
     (
         checks.check_cky_recognize,
         lambda r, w, s: cky_table(r, w, s, last_split=False),
@@ -226,23 +254,159 @@ MISTAKES = [
     (checks.check_inside, inside_probabilities, "underflowed"),
     (checks.check_parseval, lambda g, p: parseval_with(g, p, preterminals=True), "preterminals"),
     (checks.check_parseval, lambda g, p: parseval_with(g, p, labelled=False), "labels"),
-    (checks.check_parseval, lambda g, p: parseval_with(g, p, sets=True), "multiset"),
+    (checks.check_parseval, lambda g, p: parseval_with(g, p, sets=True), "brackets are a multi"),
+    (checks.check_parseval, lambda g, p: parseval_with(g, p, whole_trees=True), "whole trees"),
 ]
 
 
+def derivation_children_reversed(tree):
+    form, forms = [tree], [(tree[0],)]
+    while any(isinstance(x, tuple) for x in form):
+        k = next(i for i, x in enumerate(form) if isinstance(x, tuple))
+        form[k : k + 1] = list(form[k][1:])[::-1]
+        forms.append(tuple(x[0] if isinstance(x, tuple) else x for x in form))
+    return forms
+
+
+def cky_closure_on_words_only(rules, words, start="S"):
+    """The unary closure applied to the one-word cells only."""
+    nonterminals = {r[0] for r in rules}
+    n = len(words)
+    table = defaultdict(set)
+    for i, w in enumerate(words):
+        cell = table[(i, i + 1)]
+        cell |= {lhs for lhs, rhs in rules if rhs == (w,)}
+        for _ in nonterminals:
+            cell |= {lhs for lhs, rhs in rules if len(rhs) == 1 and rhs[0] in cell}
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            for k in range(i + 1, i + length):
+                for lhs, rhs in rules:
+                    if (
+                        len(rhs) == 2
+                        and rhs[0] in table[(i, k)]
+                        and rhs[1] in table[(k, i + length)]
+                    ):
+                        table[(i, i + length)].add(lhs)
+    return {c: v for c, v in table.items() if v}
+
+
+def count_combinations(rules, words, start="S"):
+    """Counts 1 per rule and split where both halves exist, not the product of their counts."""
+    table = cky_table(rules, words, start)
+    n = len(words)
+    total = 0
+    for k in range(1, n):
+        for lhs, rhs in rules:
+            if lhs == start and len(rhs) == 2:
+                total += rhs[0] in table.get((0, k), ()) and rhs[1] in table.get((k, n), ())
+    return int(total)
+
+
+def count_max(rules, words, start="S"):
+    """A max over rules and splits where the counts are summed."""
+    n = len(words)
+    c = defaultdict(Counter)
+    for i, w in enumerate(words):
+        for lhs, rhs in rules:
+            c[(i, i + 1)][lhs] += rhs == (w,)
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            for k in range(i + 1, i + length):
+                for lhs, rhs in rules:
+                    if len(rhs) == 2:
+                        here = c[(i, k)][rhs[0]] * c[(k, i + length)][rhs[1]]
+                        c[(i, i + length)][lhs] = max(c[(i, i + length)][lhs], here)
+    return c[(0, n)][start]
+
+
+def viterbi_log10(rules, words):
+    tree, logp = viterbi_lists(rules, words)
+    return tree, logp / math.log(10) if logp > -math.inf else logp
+
+
+def inside_adding_logs(rules, words):
+    """Alternatives combined by adding their logs (a product) instead of a logsumexp."""
+    score, _ = best_and_total(rules, words, "max")
+    return score[(0, len(words))].get("S", -math.inf) * 1.0 if len(words) < 3 else -1.0
+
+
+def inside_without_rule_probabilities(rules, words):
+    return inside_right([(a, b, 0.0 if len(b) == 2 else lp) for a, b, lp in rules], words)
+
+
+def parseval_macro(gold, predicted):
+    """F1 averaged over sentences instead of summed counts (macro-average)."""
+    scores = [parseval_with([g], [p]) for g, p in zip(gold, predicted, strict=True)]
+    return {k: sum(s[k] for s in scores) / len(scores) for k in scores[0]}
+
+
+def parseval_without_root(gold, predicted):
+    strip = [(("ROOT", *t[1:]) if t is not None else None) for t in gold]
+    pred = [(("ROOT2", *t[1:]) if t is not None else None) for t in predicted]
+    return parseval_with(strip, pred)
+
+
+def parseval_skipping_failures(gold, predicted):
+    pairs = [(g, p) for g, p in zip(gold, predicted, strict=True) if p is not None]
+    if not pairs:
+        return {"precision": 0.0, "recall": 0.0, "f1": 0.0, "exact": 0.0}
+    return parseval_with([g for g, _ in pairs], [p for _, p in pairs])
+
+
+UNNAMED = [  # at least three plausible wrong answers per part that no check names
+    (checks.check_leftmost_derivation, derivation_children_reversed),
+    (checks.check_leftmost_derivation, lambda t: [[x for x in f if x.isupper() or x[0].isupper()]
+                                                  for f in derivation(t)]),  # words dropped
+    (checks.check_leftmost_derivation, lambda t: [" ".join(f) for f in derivation(t)]),
+    (checks.check_cky_recognize, cky_closure_on_words_only),
+    (checks.check_cky_recognize, lambda r, w, s="S": {(i, j - 1): v
+                                                      for (i, j), v in cky_table(r, w, s).items()}),
+    (checks.check_cky_recognize, lambda r, w, s="S": {c: v for c, v in cky_table(r, w, s).items()
+                                                      if c[1] - c[0] > 1}),
+    (checks.check_count_parses, count_combinations),
+    (checks.check_count_parses, count_max),
+    (checks.check_count_parses, lambda r, w, s="S": count(r, [*w, w[-1]], s)),
+    (checks.check_viterbi_cky, viterbi_log10),
+    (checks.check_viterbi_cky, lambda r, w: (viterbi_lists(r, w)[0], -viterbi_lists(r, w)[1])),
+    (checks.check_viterbi_cky, lambda r, w: (None, viterbi_lists(r, w)[1])),
+    (checks.check_inside, inside_without_rule_probabilities),
+    (checks.check_inside, lambda r, w: inside_right(r, w) / math.log(10)),
+    (checks.check_inside, lambda r, w: inside_right(r, w[:-1]) if len(w) > 1 else -1.0),
+    (checks.check_parseval, parseval_macro),
+    (checks.check_parseval, parseval_without_root),
+    (checks.check_parseval, parseval_skipping_failures),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("hidden", [False, True])
 @pytest.mark.parametrize("check, student, message", MISTAKES)
-def test_each_mistake_is_named(check, student, message):
+def test_each_mistake_is_caught_by_the_visible_cases_and_named_right(
+    check, student, message, hidden
+):
+    """Visible and hidden alike: the message names this mistake and no other of the part."""
     with pytest.raises(CheckFailed, match="likely mistake") as err:
-        check(student, hidden=True)
+        check(student, hidden=hidden)
     assert message in str(err.value)
+    for other_check, _, other in MISTAKES:
+        if other_check is check and other != message:
+            assert other not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("check, student", UNNAMED)
+def test_plausible_mistakes_nobody_named_fail_on_the_visible_cases_with_expected_and_got(
+    check, student
+):
+    """Wrong answers no check names: the visible cases catch them, with no wrong name."""
+    wrong_with_right_name_or_none(check, student, None)
 
 
 def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
     with pytest.raises(CheckFailed) as err:
         checks.check_count_parses(lambda rules, words, start: 7)
     text = str(err.value)
-    assert "case 1 of" in text and "words = ['a', 'a', 'a']" in text
-    assert "expected: 2" in text and "got:      7" in text
+    assert "case 1 of" in text and "words = ['a', 'a', 'a', 'a']" in text
+    assert "expected: 5" in text and "got:      7" in text
 
 
 def test_calling_the_reference_scores_nothing():

@@ -7,11 +7,14 @@ with the input, the expected answer and the answer it got. The answer keys of th
 questions are checked against an array whose entries name themselves and the chapter's examples.
 """
 
-import re
-
 import numpy as np
 import pytest
 import torch
+from checks_corpus import (
+    named_visible_and_hidden,
+    names_by_check,
+    wrong_with_right_name_or_none,
+)
 
 import nlpcourse.checks.rnn as checks
 from nlpcourse.checks import CheckFailed
@@ -92,6 +95,7 @@ def gru_cell(x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh, textbook=False
     ],
 )
 def test_right_answers_in_other_forms_pass(check, student, capsys):
+    check(student)
     check(student, hidden=True)
     assert "pass" in capsys.readouterr().out
 
@@ -99,7 +103,7 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
 # ------------------------------------------------------------------ mistakes named
 
 
-@pytest.mark.parametrize(
+MISTAKE_CASES = (
     "check,student,message",
     [
         (checks.check_token_index, lambda i, j, layout: (i, j), "from 1, Python from 0"),
@@ -123,9 +127,13 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
         (checks.check_gru_cell, lambda *a: gru_cell(*a, textbook=True), "the textbook GRU"),
     ],
 )
+NAMED = names_by_check(MISTAKE_CASES[1])
+
+
+@pytest.mark.parametrize(*MISTAKE_CASES)
 def test_each_mistake_is_named(check, student, message):
-    with pytest.raises(CheckFailed, match="likely mistake: .*" + re.escape(message)):
-        check(student)
+    """On the visible cases (and the hidden ones): named, and given no other name of the part."""
+    named_visible_and_hidden(check, student, message, NAMED)
 
 
 def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
@@ -186,3 +194,60 @@ def test_architecture_answers():
     assert ANSWERS["machine translation"] == "encoder-decoder"
     assert ANSWERS["speech recognition"] == "encoder-decoder"
     assert ANSWERS["music generation"] == "one-to-many"
+
+
+# --------------------------------------------- issue 27: plausible wrong answers, right names
+
+
+def backward_without_output_bias(*args):
+    return rnn_backward(*args) | {"b_y": np.zeros_like(args[4]["b_y"])}
+
+
+def lstm_forget_uses_input(*args):
+    h, c = lstm_cell(*args)
+    x_t, h_prev, c_prev = args[:3]
+    return h, c - c_prev * 0.5  # half the old memory lost
+
+
+def gru_swapped_z(x_t, h_prev, *params):
+    h = gru_cell(x_t, h_prev, *params)
+    n_like = h - h_prev  # (1 - z) (n - h_prev)
+    return h_prev + n_like * 0.5
+
+
+SWAP = {"many-to-one": "many-to-many", "many-to-many": "many-to-one"}
+
+WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: expected / got)
+    (checks.check_token_index, lambda i, j, layout: (i - 1, j - 1),  # the layout ignored
+     "rows and columns are swapped"),
+    (checks.check_token_index, lambda i, j, layout: (j, i) if layout == "time-first" else (i, j),
+     "from 1, Python from 0"),
+    (checks.check_token_index, lambda i, j, layout: [i - 1, j - 1][::-1],
+     "rows and columns are swapped"),
+    (checks.check_token_index, lambda i, j, layout: (i, j - 1) if layout == "batch-first"
+     else (j - 1, i), None),  # one index from 0, the other from 1
+    (checks.check_architecture_for, lambda task: "many-to-many", None),
+    (checks.check_architecture_for, lambda task: SWAP.get(ANSWERS[task], ANSWERS[task]), None),
+    (checks.check_architecture_for, lambda task: "encoder-decoder", None),
+    (checks.check_rnn_cell_forward, lambda x, h, Wx, Wh, b: np.tanh(Wx @ x + Wh @ h) + b, None),
+    (checks.check_rnn_cell_forward, lambda x, h, Wx, Wh, b: np.tanh(Wx @ x + b), None),
+    (checks.check_rnn_cell_forward, lambda x, h, Wx, Wh, b: np.tanh(Wx @ x + Wh.T @ h + b),
+     "you used W_hh.T"),
+    (checks.check_rnn_cell_forward, lambda x, h, Wx, Wh, b: np.tanh(Wx @ x + Wh @ h + 2 * b), None),
+    (checks.check_rnn_backward, backward_without_output_bias, None),
+    (checks.check_rnn_backward, lambda *a: {k: 2 * v for k, v in rnn_backward(*a).items()}, None),
+    (checks.check_rnn_backward, lambda *a: {k: -v for k, v in rnn_backward(*a).items()}, None),
+    (checks.check_lstm_cell, lstm_forget_uses_input, None),
+    (checks.check_lstm_cell, lambda *a: (lstm_cell(*a)[1], lstm_cell(*a)[1]), None),
+    (checks.check_lstm_cell, lambda *a: (torch.tanh(lstm_cell(*a)[0]), lstm_cell(*a)[1]), None),
+    (checks.check_gru_cell, gru_swapped_z, None),
+    (checks.check_gru_cell, lambda x, h, *p: torch.tanh(gru_cell(x, h, *p)), None),
+    (checks.check_gru_cell, lambda x, h, *p: gru_cell(x, h * 0, *p), None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, student, named", WRONG)
+def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_none(
+    check, student, named
+):
+    wrong_with_right_name_or_none(check, student, named)

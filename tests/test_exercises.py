@@ -100,3 +100,51 @@ def test_grading_invariants(assignment, tmp_path):
     feedback = list((tmp_path / "autograder" / "feedback").rglob("*.html"))
     assert len(feedback) == len(subs)
     assert "blank" in scores["csv"].read_text()
+
+
+# ------------------------------------------------- issue 27: what a student meets in the notebook
+
+
+def _notebook(directory: str, assignment: str) -> nbformat.NotebookNode:
+    return nbformat.read(grading.notebook_path(grading.REPO / directory, assignment), 4)
+
+
+def test_kernel_display_names_agree_across_notebooks():
+    names = {
+        a: _notebook("solutions", a).metadata["kernelspec"]["display_name"] for a in ASSIGNMENTS
+    }
+    assert len(set(names.values())) == 1, names
+
+
+def _markdown(assignment: str, grade_id: str) -> str:
+    nb = _notebook("solutions", assignment)
+    return next(
+        c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
+
+
+def test_exercise_03_states_what_its_checks_check():
+    """Part 5's 'about e^{-N}' is the visible long case's log probability (its closed form, the
+    sum over the Catalan number of trees); part 6 defines a preterminal as the check does, a node
+    whose only child is a word (the check's NP over N over a word is a bracket)."""
+    from nlpcourse.checks import parsing as checks
+
+    n = int(re.search(r"sentence of (\d+) words", _markdown("03-parsing", "part5")).group(1))
+    stated = int(re.search(r"about \$e\^\{-(\d+)\}\$", _markdown("03-parsing", "part5")).group(1))
+    assert abs(-checks._closed_form(n) - stated) < 1, (stated, checks._closed_form(n))
+    assert "only child is a word" in _markdown("03-parsing", "part6")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_run_all_on_the_release_notebook_fails_only_in_graded_cells(assignment):
+    """Run All on the notebook a student gets: a cell that is not a graded test (a 'try it'
+    cell) says which part to write first instead of raising NotImplementedError."""
+    from nbclient import NotebookClient
+
+    nb = _notebook("exercises", assignment)
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True).execute()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, (cell.source, errors[0]["ename"], errors[0]["evalue"])

@@ -85,10 +85,12 @@ import collections
 import decimal
 import fractions
 import math
+import os
 import pickle
 import pprint
 import random
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -106,11 +108,41 @@ SEEDS = {False: 1, True: 2}  # the random cases' seed, visible and hidden
 
 
 class CheckFailed(AssertionError):
-    """A student's function gave a wrong answer (or failed to run) on some case."""
+    """A student's function gave a wrong answer (or failed to run) on some case.
+
+    In Jupyter the student sees the message with their own frames only: IPython calls
+    ``_render_traceback_`` (its hook for an exception that formats itself) and gets its usual
+    traceback of the student's cells, without the checker's frames (the files of this package)."""
+
+    def _render_traceback_(self) -> list[str]:
+        from IPython import get_ipython  # only IPython calls this hook
+
+        shell: Any = get_ipython()
+        cause = self.__cause__  # the student's own exception, if their function raised
+        if cause is not None:
+            cause.__traceback__ = _without_checker_frames(cause.__traceback__)
+        self.__traceback__ = _without_checker_frames(self.__traceback__)
+        return shell.InteractiveTB.structured_traceback(type(self), self, self.__traceback__)
 
 
 class NotPlainAnswer(TypeError):
     """An answer of a type the checks do not convert (see :func:`to_plain`)."""
+
+
+_CHECKER = os.path.dirname(os.path.abspath(__file__)) + os.sep  # this package's files
+
+
+def _without_checker_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback ``tb`` without the frames of this package's files (the checker's)."""
+    kept = []
+    while tb is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_CHECKER):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for entry in reversed(kept):
+        out = types.TracebackType(out, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return out
 
 
 # ------------------------------------------------------------------------------ cases
@@ -118,13 +150,26 @@ class NotPlainAnswer(TypeError):
 
 @dataclass(frozen=True)
 class Case:
-    """One input: the arguments (in order, with their names for the message) and a hint."""
+    """One input: the arguments (in order, with their names for the message) and a hint.
+
+    A case whose ``names`` do not match its ``args`` one for one is refused when it is made (a
+    mistake of the check's author, not of the student)."""
 
     args: tuple
     names: tuple[str, ...]
     hint: str = ""
     label: str = ""
     shown: dict[str, str] = field(default_factory=dict)  # how to show an argument, if not repr
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, tuple) or len(self.args) != len(self.names):
+            raise ValueError(
+                f"a Case needs one name per argument: {len(self.names)} names {self.names} for "
+                f"{len(self.args) if isinstance(self.args, tuple) else 'non-tuple'} arguments"
+            )
+        unknown = set(self.shown) - set(self.names)
+        if unknown:
+            raise ValueError(f"Case.shown names no argument of the case: {sorted(unknown)}")
 
 
 def n_random(hidden: bool) -> int:
@@ -274,13 +319,18 @@ def use_caller(caller: Callable[[Callable, tuple], Any]) -> Iterator[None]:
 # ------------------------------------------------------------------------------ showing
 
 
+def unwrap(value: Any) -> Any:
+    """The answer itself: an :class:`Expected`'s value, any other value unchanged."""
+    return value.value if isinstance(value, Expected) else value
+
+
 def show(value: Any, width: int = 90) -> str:
-    """A short, readable rendering of a value for a message (arrays with 6 digits)."""
-    if isinstance(value, Expected):
-        value = value.value
+    """A short, readable rendering of a value for a message (arrays with 6 digits, booleans as
+    True/False)."""
     if isinstance(value, _torch_types()):
         tensor: Any = value
-        value = tensor.detach().cpu().double().numpy()
+        tensor = tensor.detach().cpu()
+        value = tensor.double().numpy() if tensor.dtype.is_floating_point else tensor.numpy()
     if isinstance(value, np.ndarray):
         text = np.array2string(value, precision=6, suppress_small=True, separator=", ")
     elif isinstance(value, tuple) and any(isinstance(v, np.ndarray) for v in value):
@@ -322,13 +372,9 @@ def close(expected: Any, got: Any) -> bool:
     return bool(np.allclose(b, a, rtol=RTOL, atol=ATOL, equal_nan=False))
 
 
-def compare_numbers(expected: float, got: Any, rel: float = RTOL, abs_: float = ATOL) -> str:
-    """'' if ``got`` is a number close to ``expected``, else what is wrong.
-
-    ``rel`` and ``abs_`` stay for old callers; the checks use the one policy (``RTOL``, ``ATOL``).
-    """
-    if isinstance(expected, Expected):
-        expected = expected.value
+def compare_numbers(expected: float, got: Any) -> str:
+    """'' if ``got`` is a number close to ``expected`` (the one policy, ``RTOL`` and ``ATOL``),
+    else what is wrong."""
     number = _number(got)
     if number is None:
         return f"expected a number, got {_kind(got)}"
@@ -336,7 +382,7 @@ def compare_numbers(expected: float, got: Any, rel: float = RTOL, abs_: float = 
         return "got nan (not a number): look for 0/0, inf - inf or log of a negative number"
     if math.isinf(expected) or math.isinf(number):
         return "" if expected == number else f"expected {expected!r}, got {number!r}"
-    if abs(number - expected) <= abs_ + rel * abs(expected):
+    if abs(number - expected) <= ATOL + RTOL * abs(expected):
         return ""
     return f"expected {expected!r}, got {number!r}"
 
@@ -357,8 +403,6 @@ def as_array(got: Any, name: str = "the answer") -> tuple[np.ndarray | None, str
 def compare_arrays(expected: Any, got: Any, name: str = "the answer", shape_hint: str = "") -> str:
     """'' if ``got`` has the shape of ``expected`` and agrees entry by entry, else the entry that
     differs most (and how many differ)."""
-    if isinstance(expected, Expected):
-        expected = expected.value
     want = np.asarray(expected, dtype=float)
     array, problem = as_array(got, name)
     if array is None:
@@ -393,8 +437,6 @@ def _kind(value: Any) -> str:
 
 def compare_exact(expected: Any, got: Any) -> str:
     """'' if ``got`` equals ``expected`` exactly (lists and tuples alike), else both."""
-    if isinstance(expected, Expected):
-        expected = expected.value
     if _exact(expected) == _exact(got):
         return ""
     return f"expected {show(expected)}, got {show(got)}"
@@ -423,8 +465,6 @@ def as_count(value: Any) -> int | None:
 def compare_counts(expected: Any, got: Any, what: str = "n-gram") -> str:
     """'' if ``got`` maps the same keys to the same whole-number counts as ``expected`` (keys with
     count 0 may be left out or kept), else what differs."""
-    if isinstance(expected, Expected):
-        expected = expected.value
     if not isinstance(got, dict):
         return f"expected a dict or Counter, got {_kind(got)}"
     bad_keys = [k for k in got if not isinstance(k, tuple)]
@@ -459,8 +499,6 @@ def compare_counts(expected: Any, got: Any, what: str = "n-gram") -> str:
 def compare_scores(expected: Any, got: Any, keys: Sequence[str] | None = None) -> str:
     """'' if ``got`` is a dict with the numbers of ``expected`` under ``keys`` (default: all of
     expected's keys; other keys are ignored), else the keys that differ."""
-    if isinstance(expected, Expected):
-        expected = expected.value
     keys = list(expected) if keys is None else list(keys)
     if not isinstance(got, dict):
         return f"expected a dict with the keys {keys}, got {_kind(got)}"
@@ -475,8 +513,6 @@ def same_answer(a: Any, b: Any) -> bool:
     """Whether two plain answers agree: numbers and arrays under the tolerance policy, sequences
     item by item, dicts key by key (the same keys), anything else by ``==``. Used to recognise
     known mistakes."""
-    if isinstance(a, Expected):
-        a = a.value
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, Mapping) or isinstance(b, Mapping):
@@ -501,8 +537,6 @@ def same_answer(a: Any, b: Any) -> bool:
 def same_on_keys(a: Any, b: Any) -> bool:
     """:func:`same_answer` for a dict ``a`` and a dict ``b`` that may hold more keys than ``a``
     (a student's dict of scores or gradients with an extra entry)."""
-    if isinstance(a, Expected):
-        a = a.value
     if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or not set(a) <= set(b):
         return False
     return all(same_answer(a[k], b[k]) for k in a)
@@ -519,27 +553,38 @@ def _numeric(value: Any) -> bool:
     return array.dtype.kind in "iuf"
 
 
-def name_mistake(
+def name_mistakes(
     right: Any,
     got: Any,
     mistakes: Iterable[Mistake],
     same: Callable[[Any, Any], bool] = same_answer,
-) -> Mistake | None:
-    """The first mistake whose answer is ``got`` and differs from the ``right`` answer (by
-    ``same(answer, got)``, :func:`same_answer` unless a check says otherwise)."""
-    if isinstance(right, Expected):
-        right = right.value
+) -> list[Mistake]:
+    """Every mistake whose answer is ``got`` and differs from the ``right`` answer (by
+    ``same(answer, got)``, :func:`same_answer` unless a check says otherwise), each once: on a
+    given case two mistakes can give the same answer, and then the message names both."""
+    found: list[Mistake] = []
     for mistake in mistakes:
         answer = mistake.answer
-        if answer is None:
+        if answer is None or any(m.what == mistake.what for m in found):
             continue
         try:
             answer = to_plain(answer)
         except NotPlainAnswer:
             continue
         if not same(right, answer) and same(answer, got):
-            return mistake
-    return None
+            found.append(mistake)
+    return found
+
+
+def name_mistake(
+    right: Any,
+    got: Any,
+    mistakes: Iterable[Mistake],
+    same: Callable[[Any, Any], bool] = same_answer,
+) -> Mistake | None:
+    """The first of :func:`name_mistakes`, or None."""
+    found = name_mistakes(right, got, mistakes, same)
+    return found[0] if found else None
 
 
 # ------------------------------------------------------------------------------ running
@@ -606,17 +651,23 @@ def _check_case(
         ) from err
     args = pickle.loads(frozen)
     want = reference(*args)
-    problem = compare(want, got)
+    problem = compare(want, got)  # a compare function may need the arguments (an Expected)
     if not problem:
         return
-    mistake = name_mistake(want, got, mistakes(*args), same) if mistakes is not None else None
-    if mistake is not None:
-        advice = f"\nlikely mistake: {mistake.what}"
+    right = unwrap(want)  # everything below needs only the answer
+    named = name_mistakes(right, got, mistakes(*args), same) if mistakes is not None else []
+    if len(named) == 1:
+        advice = f"\nlikely mistake: {named[0].what}"
+    elif named:  # on this case these mistakes give the same answer: the message names each
+        advice = (
+            "\nlikely mistake, one of these (on this case they give the same answer):"
+            + "".join(f"\n  - {m.what}" for m in named)
+        )
     else:
         advice = f"\nhint: {case.hint}" if case.hint else ""
     raise CheckFailed(
         f"{name} gives a wrong answer {where} (cases run smallest first):\n{_inputs(case)}"
-        f"expected: {show(want)}\n"
+        f"expected: {show(right)}\n"
         f"got:      {show(got)}\n"
         f"{problem}{advice}"
     )
@@ -626,9 +677,19 @@ def _label(case: Case) -> str:
     return f" ({case.label})" if case.label else ""
 
 
+def show_input(value: Any) -> str:
+    """An argument of a case as a message shows it: as :func:`show` does, with the shape of a
+    tensor of more than one number (booleans stay True/False)."""
+    if isinstance(value, _torch_types()):
+        tensor: Any = value
+        if tensor.numel() > 1:
+            return f"tensor of shape {tuple(tensor.shape)}:\n{show(tensor)}"
+    return show(value)
+
+
 def _inputs(case: Case) -> str:
     lines = [
-        f"  {n} = " + (case.shown.get(n) or show(a)).replace("\n", "\n" + " " * (len(n) + 5))
+        f"  {n} = " + (case.shown.get(n) or show_input(a)).replace("\n", "\n" + " " * (len(n) + 5))
         for n, a in zip(case.names, case.args, strict=True)
     ]  # continuation lines indented under the value
     return "\n".join(lines) + "\n"

@@ -194,8 +194,14 @@ def check_mle_prob(mle_prob: Callable, hidden: bool = False) -> None:
 # ------------------------------------------------------------------------------ part 3
 
 
-def _addk(counts: dict, context: tuple, word: str, V: float, k: float, k_below: float) -> float:
+def _addk(
+    counts: dict, context: tuple, word: str, V: float, k: float, k_below: float
+) -> float | None:
+    """The add-k estimate with ``k_below`` in the denominator (None where that is 0: the mistake
+    gives no answer there, so the message names none)."""
     c_context = _c_context(counts, context)
+    if c_context + k_below == 0:
+        return None
     return (counts.get(tuple(context) + (word,), 0) + k) / (c_context + k_below)
 
 

@@ -45,6 +45,8 @@ EXAM_RULES = [
     ("V", ("caught",)),
 ]
 UNIT_RULES = EXAM_RULES + [("VP", ("V",)), ("V", ("ran",)), ("NP", ("N",)), ("N", ("cats",))]
+# listed so that one pass over the unit rules, in this order or the reverse, misses S
+CHAIN_RULES = [("S", ("VP",)), ("VB", ("V",)), ("VP", ("VB",)), ("V", ("run",))]
 TOY_PCFG = [
     ("S", ("NP", "VP"), math.log(1.0)),
     ("NP", ("Det", "N"), math.log(0.5)),
@@ -165,19 +167,23 @@ def _derivation_mistakes(tree: tuple) -> list[Mistake]:
         ),
         Mistake("the derivation starts with the form (root,), e.g. ('S',): add it", left[1:]),
         Mistake(
-            "the derivation goes on down to the words: rewrite the preterminals too "
-            "('Det' -> 'the')",
-            [f for f in left if any(isinstance(x, str) and x in _labels(tree) for x in f)],
+            "the last form is missing: the derivation ends with the sentence itself, the words "
+            "alone (the form after the last preterminal is rewritten)",
+            left[:-1],
+        ),
+        Mistake(
+            "the derivation stops at the preterminals: it goes on down to the words, so rewrite "
+            "each preterminal by its word too ('Det' -> 'the')",
+            _derivation(_without_words(tree), "left"),
         ),
     ]
 
 
-def _labels(tree: tuple) -> set[str]:
-    out = {tree[0]}
-    for c in tree[1:]:
-        if isinstance(c, tuple):
-            out |= _labels(c)
-    return out
+def _without_words(tree: Any) -> Any:
+    """The tree with each preterminal ``(tag, word)`` replaced by its tag (a leaf)."""
+    if len(tree) == 2 and isinstance(tree[1], str):
+        return tree[0]
+    return (tree[0], *(_without_words(c) for c in tree[1:]))
 
 
 def _random_tree(rng: random.Random, depth: int) -> tuple:
@@ -238,13 +244,14 @@ def check_leftmost_derivation(leftmost_derivation: Callable, hidden: bool = Fals
 def _cky(
     rules: list,
     words: list[str],
-    closure: bool = True,
+    closure: bool | str = True,
     splits: str = "right",
     combine: str = "count",
 ) -> tuple[dict, dict]:
     """A small CKY written for the mistakes: the table of nonterminals and of counts per cell.
 
-    ``closure=False`` forgets the unit rules; ``splits`` ``"short"`` leaves out the last split
+    ``closure=False`` forgets the unit rules, ``closure="once"`` applies them in one pass (in
+    the order of the rules); ``splits`` ``"short"`` leaves out the last split
     point; ``combine="add"`` adds the two halves' counts where they multiply."""
     n = len(words)
     nts = _nonterminals(rules)
@@ -256,7 +263,7 @@ def _cky(
     def close(i: int, j: int) -> None:
         if not closure:
             return
-        for _ in range(len(nts)):  # add A for A -> B until nothing changes
+        for _ in range(len(nts) if closure != "once" else 1):  # add A for A -> B until no change
             for a, b in unit:
                 if b in count[(i, j)] and a not in count[(i, j)]:
                     count[(i, j)][a] = count[(i, j)][b]
@@ -324,8 +331,13 @@ def _table_mistakes(rules: list, words: list[str], start: str = "S") -> list[Mis
             _cky(rules, words, closure=False)[0],
         ),
         Mistake(
-            "a split point is missing: for the span (i, j) try every k with i < k < j, "
-            "i.e. range(i + 1, j)",
+            "the unit rules were applied in one pass: a chain A -> B -> C needs one pass per "
+            "link, so repeat the pass until nothing changes (the cell's unary closure)",
+            _cky(rules, words, closure="once")[0],
+        ),
+        Mistake(
+            "a split point is missing: for the span (i, j) try every k with i < k < j, the "
+            "last one k = j - 1 included (eq. (parse-cky))",
             _cky(rules, words, splits="short")[0],
         ),
     ]
@@ -338,10 +350,24 @@ def _table_cases(hidden: bool) -> list[Case]:
         Case((EXAM_RULES, ["the", "cat"], "S"), names, hint, "two words"),
         Case((EXAM_RULES, "the cat caught the rat".split(), "S"), names, hint, "the exam sentence"),
         Case((UNIT_RULES, "cats ran".split(), "S"), names, hint, "unit rules NP -> N, VP -> V"),
+        Case(
+            (EXAM_RULES + [("S", ("VP",)), ("VP", ("V",))], "caught the rat".split(), "S"),
+            names,
+            "the unit rules S -> VP and VP -> V apply to every cell where VP or V is, the cell "
+            "of the three words too: every cell gets its unary closure",
+            "a unit rule over a longer span",
+        ),
+        Case(
+            (CHAIN_RULES, ["run"], "S"),
+            names,
+            "a chain of unit rules S -> VP -> VB -> V over one word: the closure repeats its "
+            "pass over the unit rules until nothing changes",
+            "a chain of unit rules",
+        ),
         Case((EXAM_RULES, "the cat the rat".split(), "S"), names, hint, "not a sentence: no S"),
     ]
     rng = py_rng(hidden)
-    while len(cases) < 4 + n_random(hidden):
+    while len(cases) < 6 + n_random(hidden):
         rules = _random_cnf(rng, rng.randint(4, 8), unary=rng.random() < 0.5)
         words = _sentence(rng, rules, 6 if hidden else 5)
         if words is not None:
@@ -367,10 +393,11 @@ def _count_mistakes(rules: list, words: list[str], start: str = "S") -> list[Mis
     top = count[(0, len(words))]
     return [
         Mistake(
-            "this is whether the sentence is recognised, not how many trees it has: keep a count "
+            "True or False is whether the sentence is recognised, not how many trees it has: "
+            "keep a count "
             "per nonterminal and cell, count(A, i, j) = sum over rules A -> B C and splits k of "
             "count(B, i, k) * count(C, k, j)",
-            int(start in table.get((0, len(words)), set())),
+            start in table.get((0, len(words)), set()),  # a bool: recognition's answer
         ),
         Mistake(
             "the two halves' counts are added: each tree of B over (i, k) combines with each tree "
@@ -396,7 +423,7 @@ def check_count_parses(count_parses: Callable, hidden: bool = False) -> None:
     catalan_rules = [("X", ("X", "X")), ("X", ("a",))]
     pp_rules = [r[:2] for r in TOY_PCFG]
     cases = [
-        Case((catalan_rules, ["a"] * 3, "X"), names, hint, "X -> X X | 'a', 3 words"),
+        Case((catalan_rules, ["a"] * 4, "X"), names, hint, "X -> X X | 'a', 4 words"),
         Case((pp_rules, "I saw the man with a telescope".split(), "S"), names, hint, "PP"),
         Case((catalan_rules, ["a"] * 8, "X"), names, hint, "X -> X X | 'a', 8 words"),
         Case(
@@ -427,7 +454,7 @@ def check_count_parses(count_parses: Callable, hidden: bool = False) -> None:
         cases,
         compare,
         mistakes=_count_mistakes,
-        same=lambda a, b: compare(a, b) == "",
+        same=lambda a, b: (type(b) is bool and a == b) if type(a) is bool else compare(a, b) == "",
     )
 
 
@@ -572,6 +599,7 @@ def check_viterbi_cky(viterbi_cky: Callable, hidden: bool = False) -> None:
 
 
 def _inside_mistakes(rules: list, words: list[str]) -> list[Mistake]:
+    total = _dp(rules, words, "sum")
     return [
         Mistake(
             "this is the best tree's log probability: the inside algorithm sums over rules and "
@@ -580,12 +608,12 @@ def _inside_mistakes(rules: list, words: list[str]) -> list[Mistake]:
         ),
         Mistake(
             "you returned P(words), not its log",
-            math.exp(_dp(rules, words, "sum")),
+            math.exp(total),
         ),
         Mistake(
             "the probability underflowed to 0 (log 0 = -inf): add log probabilities and use a "
             "logsumexp instead of multiplying and adding probabilities",
-            -math.inf,
+            -math.inf if total < -745 else None,  # only where P(words) is below the floats
         ),
     ]
 
@@ -624,7 +652,12 @@ def _brackets(tree: tuple, labelled: bool, preterminals: bool) -> Counter:
 
 
 def _scores(
-    gold: list, predicted: list, labelled: bool = True, pre: bool = False, sets: bool = False
+    gold: list,
+    predicted: list,
+    labelled: bool = True,
+    pre: bool = False,
+    sets: bool = False,
+    whole_trees: bool = False,
 ) -> dict:
     matched = n_gold = n_pred = exact = 0
     for g, p in zip(gold, predicted, strict=True):
@@ -634,7 +667,7 @@ def _scores(
             gb, pb = Counter(set(gb)), Counter(set(pb))
         m = sum((gb & pb).values())
         matched, n_gold, n_pred = matched + m, n_gold + sum(gb.values()), n_pred + sum(pb.values())
-        exact += gb == pb
+        exact += (g == p) if whole_trees else (gb == pb)
     precision = matched / n_pred if n_pred else 0.0
     recall = matched / n_gold if n_gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -651,6 +684,11 @@ def _parseval_mistakes(gold: list, predicted: list) -> list[Mistake]:
         Mistake(
             "the brackets must carry their labels: ('NP', 2, 4) and ('VP', 2, 4) differ",
             _scores(gold, predicted, labelled=False),
+        ),
+        Mistake(
+            "exact match compares the two bracket multisets, not the whole trees: a sentence "
+            "whose brackets all match is exact even when a tag (a preterminal) differs",
+            _scores(gold, predicted, whole_trees=True),
         ),
         Mistake(
             "brackets are a multiset: two nodes with the same label and span (a unary chain "
@@ -675,12 +713,14 @@ def _parseval_cases(hidden: bool) -> list[Case]:
     chain = ("S", ("NP", ("NP", ("N", "dogs"))), ("VP", ("V", "bark")))
     flat = ("S", ("NP", ("N", "dogs")), ("VP", ("V", "bark")))
     swapped = ("S", ("VP", ("N", "dogs")), ("NP", ("V", "bark")))  # right spans, wrong labels
+    retagged = ("S", ("NP", ("V", "dogs")), ("VP", ("V", "bark")))  # a tag differs, no bracket
     cases = [
         Case(([noun], [noun]), names, hint, "the same tree"),
         Case(([noun], [verb]), names, hint, "PP attached to the verb instead of the noun"),
         Case(([chain, noun], [flat, verb]), names, hint, "two sentences, a unary chain NP -> NP"),
         Case(([noun, verb], [verb, None]), names, hint, "one parse failed (None)"),
         Case(([flat], [swapped]), names, hint, "the right spans with the wrong labels"),
+        Case(([flat], [retagged]), names, hint, "one tag differs: all brackets match"),
     ]
     rng = py_rng(hidden)
     for _ in range(n_random(hidden)):
@@ -689,7 +729,7 @@ def _parseval_cases(hidden: bool) -> list[Case]:
         predicted = []
         for g in gold:
             options = [t for t in (noun, verb) if len(g) > 0 and _leaves(t) == _leaves(g)]
-            options += [t for t in (chain, flat, swapped) if _leaves(t) == _leaves(g)]
+            options += [t for t in (chain, flat, swapped, retagged) if _leaves(t) == _leaves(g)]
             predicted.append(rng.choice(options + [None]))
         cases.append(Case((gold, predicted), names, hint, f"random, {k} sentences"))
     return cases

@@ -44,11 +44,6 @@ LAYOUTS = rnn.LAYOUTS
 ARCHITECTURES = rnn.ARCHITECTURES
 
 
-def _case(args: tuple, names: tuple[str, ...], hint: str = "", label: str = "") -> Case:
-    shown = {n: show(a) for n, a in zip(names, args, strict=True) if not isinstance(a, str)}
-    return Case(args, names, hint, label, shown)
-
-
 def _np(*values: Any) -> Any:
     """Tensors (or arrays) as float64 numpy arrays."""
     return [np.asarray(to_plain(v), dtype=float) for v in values]
@@ -106,7 +101,7 @@ def check_token_index(token_index: Callable, hidden: bool = False) -> None:
         "a time-first array has shape (T, B): the row is the position j, the column the example i"
     )
     cases = [
-        Case((1, 1, "batch-first"), names, from_one),
+        Case((1, 2, "batch-first"), names, from_one),
         Case(
             (2, 3, "batch-first"),
             names,
@@ -239,7 +234,7 @@ def _rnn_cell_mistakes(x_t, h_prev, W_xh, W_hh, b_h) -> list[Mistake]:
 
 def _compare_h(want: Expected, got: Any) -> str:
     H = len(want.args[1])
-    return compare_arrays(want, got, "h_t", f"h_t is a vector of H = {H} numbers")
+    return compare_arrays(want.value, got, "h_t", f"h_t is a vector of H = {H} numbers")
 
 
 def check_rnn_cell_forward(rnn_cell_forward: Callable, hidden: bool = False) -> None:
@@ -248,13 +243,13 @@ def check_rnn_cell_forward(rnn_cell_forward: Callable, hidden: bool = False) -> 
     equation = "h_t = tanh(W_xh @ x_t + W_hh @ h_prev + b_h), eq. (rnn-h)"
     a = np.array
     cases = [
-        _case((a([1.0]), a([0.0]), a([[0.5]]), a([[0.0]]), a([0.1])), names, equation),
-        _case(
+        Case((a([1.0]), a([0.0]), a([[0.5]]), a([[0.0]]), a([0.1])), names, equation),
+        Case(
             (a([0.0, 0.0]), a([0.0, 0.0]), np.zeros((2, 2)), np.zeros((2, 2)), a([0.5, -1.0])),
             names,
             "with all weights 0, h_t = tanh(b_h)",
         ),
-        _case(
+        Case(
             (a([1.0, -2.0]), a([0.5, -0.5, 1.0]), a([[0.1, 0.2], [0.3, -0.4], [-0.5, 0.6]]),
              a([[0.2, -0.1, 0.4], [0.0, 0.3, -0.2], [0.5, 0.1, 0.1]]), a([0.0, 0.1, -0.1])),
             names,
@@ -266,7 +261,7 @@ def check_rnn_cell_forward(rnn_cell_forward: Callable, hidden: bool = False) -> 
         D, H = (int(k) for k in rng.integers(1, 7, 2))
         args = (rng.normal(size=D), rng.normal(size=H), rng.normal(size=(H, D)),
                 rng.normal(size=(H, H)), rng.normal(size=H))  # fmt: skip
-        cases.append(_case(args, names, equation, label="random"))
+        cases.append(Case(args, names, equation, label="random"))
     run_check(
         "rnn_cell_forward",
         rnn_cell_forward,
@@ -387,7 +382,7 @@ def _compare_grads(want: Expected, got: Any) -> str:
     shapes_right = all(
         (array := arrays[n]) is not None and array.shape == want.value[n].shape for n in PARAMS
     )
-    named = name_mistake(want, got, _bptt_mistakes(*want.args), same_on_keys)
+    named = name_mistake(want.value, got, _bptt_mistakes(*want.args), same_on_keys)
     if named is None and shapes_right:  # where to look, when no known mistake fits
         if "W_hy" in problems or "b_y" in problems:
             hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/ds_t h_t^T (hs[t])"
@@ -415,25 +410,25 @@ def check_rnn_backward(rnn_backward: Callable, hidden: bool = False) -> None:
     names = ("x", "targets", "hs", "y_hat", "params")
     rng = np.random.default_rng(0)
     cases = [
-        _case(
+        Case(
             _bptt_problem(rng, T=1, D=1, H=1, V=2),
             names,
             "one step, no recurrence yet: dL/ds_1 = y_hat_1 - onehot(y_1), "
             "delta_1 = (1 - h_1^2) * (W_hy^T dL/ds_1), dW_hh = delta_1 h_0^T (h_0 = hs[0])",
             label="T = 1",
         ),
-        _case(
+        Case(
             _bptt_problem(rng, T=2, D=2, H=2, V=2),
             names,
             "h_1 gets gradient from y_hat_1 and from h_2: add W_hh^T delta_2",
             label="T = 2",
         ),
-        _case(_bptt_problem(rng, T=4, D=2, H=3, V=3), names, label="T = 4"),
+        Case(_bptt_problem(rng, T=4, D=2, H=3, V=3), names, label="T = 4"),
     ]
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         T, D, H, V = (int(k) for k in rng.integers(1, 7, 4))
-        cases.append(_case(_bptt_problem(rng, T + 2, D, H, V + 1), names, label="random"))
+        cases.append(Case(_bptt_problem(rng, T + 2, D, H, V + 1), names, label="random"))
     run_check(
         "rnn_backward",
         rnn_backward,
@@ -517,14 +512,14 @@ def check_lstm_cell(lstm_cell: Callable, hidden: bool = False) -> None:
     zero_state = list(_random_cell_args(rng, 1, 2, 2, 4, lstm=True))
     zero_state[1:3] = [torch.zeros(1, 2, dtype=torch.float64)] * 2
     cases = [
-        _case(first, names, layout, label="B = 1, D = 1, H = 1"),
-        _case(
+        Case(first, names, layout, label="B = 1, D = 1, H = 1"),
+        Case(
             tuple(zero_state),
             names,
             "from a zero state c_t = i_t * g_t (the forget gate has nothing to keep)",
             label="zero state",
         ),
-        _case(
+        Case(
             _random_cell_args(rng, 2, 3, 2, 4, lstm=True),
             names,
             "c_t = f_t * c_{t-1} + i_t * g_t, h_t = o_t * tanh(c_t); a batch of B = 2 rows",
@@ -534,7 +529,7 @@ def check_lstm_cell(lstm_cell: Callable, hidden: bool = False) -> None:
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         B, D, H = (int(k) for k in rng.integers(1, 6, 3))
-        cases.append(_case(_random_cell_args(rng, B, D, H, 4, lstm=True), names, label="random"))
+        cases.append(Case(_random_cell_args(rng, B, D, H, 4, lstm=True), names, label="random"))
     run_check(
         "lstm_cell",
         lstm_cell,
@@ -582,7 +577,7 @@ def _gru_mistakes(*tensors: torch.Tensor) -> list[Mistake]:
 
 def _compare_gru(want: Expected, got: Any) -> str:
     B, H = want.value.shape
-    return compare_arrays(want, got, "h_t", f"(B, H) = ({B}, {H}), like h_prev")
+    return compare_arrays(want.value, got, "h_t", f"(B, H) = ({B}, {H}), like h_prev")
 
 
 def check_gru_cell(gru_cell: Callable, hidden: bool = False) -> None:
@@ -596,19 +591,19 @@ def check_gru_cell(gru_cell: Callable, hidden: bool = False) -> None:
     zero_state = list(_random_cell_args(rng, 1, 2, 2, 3, lstm=False))
     zero_state[1] = torch.zeros(1, 2, dtype=torch.float64)
     cases = [
-        _case(_random_cell_args(rng, 1, 1, 1, 3, lstm=False), names, torch_form, "H = 1"),
-        _case(
+        Case(_random_cell_args(rng, 1, 1, 1, 3, lstm=False), names, torch_form, "H = 1"),
+        Case(
             tuple(zero_state),
             names,
             "from a zero state h_t = (1 - z_t) * n_t, and r_t still multiplies b_hn",
             "zero state",
         ),
-        _case(_random_cell_args(rng, 2, 3, 2, 3, lstm=False), names, torch_form, "B = 2"),
+        Case(_random_cell_args(rng, 2, 3, 2, 3, lstm=False), names, torch_form, "B = 2"),
     ]
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         B, D, H = (int(k) for k in rng.integers(1, 6, 3))
-        cases.append(_case(_random_cell_args(rng, B, D, H, 3, lstm=False), names, label="random"))
+        cases.append(Case(_random_cell_args(rng, B, D, H, 3, lstm=False), names, label="random"))
     run_check(
         "gru_cell",
         gru_cell,

@@ -34,22 +34,12 @@ from nlpcourse.checks.core import (
     n_random,
     np_rng,
     run_check,
-    show,
     with_args,
 )
 
 
 def _t(a: Any) -> torch.Tensor:
     return torch.as_tensor(np.asarray(a, dtype=float), dtype=torch.float64)
-
-
-def _case(args: tuple, names: tuple[str, ...], hint: str = "", label: str = "") -> Case:
-    shown = {}
-    for n, a in zip(names, args, strict=True):
-        if isinstance(a, torch.Tensor):
-            text = show(a.numpy())
-            shown[n] = f"tensor of shape {tuple(a.shape)}:\n{text}" if a.numel() > 1 else text
-    return Case(args, names, hint, label, shown)
 
 
 def _rand(rng: np.random.Generator, *shape: int) -> torch.Tensor:
@@ -148,13 +138,13 @@ def check_scaled_dot_product_attention(function: Callable, hidden: bool = False)
     names = ("q", "k", "v", "mask")
     rule = "weights = softmax(q k^T / sqrt(d_k)) over the keys; output = weights @ v"
     cases = [
-        _case(
+        Case(
             (_t([[1, 1, 1, 1]]), _t([[0, 0, 0, 0], [1, 1, 1, 1]]), _t([[10], [20]]), None),
             names,
             "one query, two keys: scores 0 and 4 / sqrt(4) = 2, " + rule,
-            "the book's hand example",
+            "a small example by hand",
         ),
-        _case(
+        Case(
             (
                 _t([[1, 0], [0, 1], [1, 1]]),
                 _t([[1, 0], [0, 2], [1, -1]]),
@@ -164,7 +154,7 @@ def check_scaled_dot_product_attention(function: Callable, hidden: bool = False)
             names,
             rule,
         ),
-        _case(
+        Case(
             (
                 _t([[0.5, -1], [1, 0], [0, 1]]),
                 _t([[1, 0], [0, 1], [1, 1]]),
@@ -184,7 +174,7 @@ def check_scaled_dot_product_attention(function: Callable, hidden: bool = False)
         q, k, v = _rand(rng, B, H, T_q, d_k), _rand(rng, B, H, T_k, d_k), _rand(rng, B, H, T_k, d_v)
         mask = None if r % 2 == 0 else _random_mask(rng, (B, 1, T_q, T_k))
         hint = "batched: q (B, H, T_q, d_k); the mask broadcasts over the heads. " + rule
-        cases.append(_case((q, k, v, mask), names, hint, "random, batched"))
+        cases.append(Case((q, k, v, mask), names, hint, "random, batched"))
     reference = _attention_torch if hidden else with_args(tf.scaled_dot_product_attention)
     run_check(
         "scaled_dot_product_attention",
@@ -277,8 +267,10 @@ def _split_mistakes(x, H) -> list[Mistake]:
     B, T, D = x.shape
     return [
         Mistake(
-            "the heads are reshaped without transposing: view x as (B, T, H, D/H) first (each "
-            "position's D features cut into H pieces), then swap the T and H axes",
+            "the heads were made by a reshape alone, which keeps the memory order, so a 'head' "
+            "mixes several positions: head h holds features h*D/H .. (h+1)*D/H - 1 of every "
+            "position, so cut each position's features into H pieces first, and put the head "
+            "axis before the position axis after",
             x.reshape(B, H, T, D // H),
         ),
         Mistake(
@@ -295,22 +287,22 @@ def _split_mistakes(x, H) -> list[Mistake]:
 
 
 def _compare_split(want: Expected, got: Any) -> str:
-    return compare_arrays(want, got, "the answer", "(B, H, T, D/H)")
+    return compare_arrays(want.value, got, "the answer", "(B, H, T, D/H)")
 
 
 def check_split_heads(function: Callable, hidden: bool = False) -> None:
     """``split_heads(x, H)``: (B, T, D) -> (B, H, T, D/H)."""
     names = ("x", "H")
-    hint = "view x as (B, T, H, D/H), then transpose to (B, H, T, D/H)"
+    hint = "head h holds features h*D/H .. (h+1)*D/H - 1 of every position: (B, H, T, D/H)"
     cases = [
-        _case((_t(np.arange(4.0).reshape(1, 1, 4)), 2), names, hint, "one position"),
-        _case((_t(np.arange(12.0).reshape(1, 3, 4)), 2), names, hint),
-        _case((_t(np.arange(24.0).reshape(2, 3, 4)), 4), names, hint, "head width 1"),
+        Case((_t(np.arange(4.0).reshape(1, 1, 4)), 2), names, hint, "one position"),
+        Case((_t(np.arange(12.0).reshape(1, 3, 4)), 2), names, hint),
+        Case((_t(np.arange(24.0).reshape(2, 3, 4)), 4), names, hint, "head width 1"),
     ]
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         B, T, H, Dh = (int(rng.integers(1, 5)) for _ in range(4))
-        cases.append(_case((_rand(rng, B, T, H * Dh), H), names, hint, "random"))
+        cases.append(Case((_rand(rng, B, T, H * Dh), H), names, hint, "random"))
     run_check(
         "split_heads",
         function,
@@ -325,28 +317,30 @@ def _merge_mistakes(x) -> list[Mistake]:
     B, H, T, Dh = x.shape
     return [
         Mistake(
-            "the heads are merged without transposing: swap H and T first, to (B, T, H, D/H), "
-            "then reshape to (B, T, D)",
+            "the heads were merged by a reshape alone, which keeps the memory order, so a "
+            "position's D features come from several positions: position t's features are its "
+            "H heads' pieces side by side, so bring the heads of one position together first",
             x.reshape(B, T, H * Dh),
         ),
     ]
 
 
 def _compare_merge(want: Expected, got: Any) -> str:
-    return compare_arrays(want, got, "the answer", "(B, T, D) with D = H * D/H")
+    return compare_arrays(want.value, got, "the answer", "(B, T, D) with D = H * D/H")
 
 
 def check_merge_heads(function: Callable, hidden: bool = False) -> None:
     """``merge_heads(x)``: (B, H, T, D/H) -> (B, T, D), the inverse of ``split_heads``."""
-    hint = "transpose to (B, T, H, D/H), then reshape to (B, T, D): the inverse of split_heads"
+    hint = "the inverse of split_heads: position t's D features are its H heads' D/H features "
+    hint += "side by side, head 0 first"
     cases = [
-        _case((_t(np.arange(4.0).reshape(1, 2, 1, 2)),), ("x",), hint, "one position"),
-        _case((_t(np.arange(12.0).reshape(1, 2, 3, 2)),), ("x",), hint),
+        Case((_t(np.arange(4.0).reshape(1, 2, 1, 2)),), ("x",), hint, "one position"),
+        Case((_t(np.arange(12.0).reshape(1, 2, 3, 2)),), ("x",), hint),
     ]
     rng = np_rng(hidden)
     for _ in range(n_random(hidden)):
         B, T, H, Dh = (int(rng.integers(1, 5)) for _ in range(4))
-        cases.append(_case((_rand(rng, B, H, T, Dh),), ("x",), hint, "random"))
+        cases.append(Case((_rand(rng, B, H, T, Dh),), ("x",), hint, "random"))
     run_check(
         "merge_heads",
         function,
@@ -365,8 +359,8 @@ def _layer_norm_mistakes(x, gamma, beta, eps=1e-5) -> list[Mistake]:
     var = x.var(dim=-1, keepdim=True, unbiased=False)
     out = [
         Mistake(
-            "the variance is the unbiased one (divided by D - 1): layer norm divides by D "
-            "(torch: x.var(dim=-1, unbiased=False))",
+            "the variance is the unbiased one (divided by D - 1): layer norm's variance is the "
+            "mean of the squared deviations, divided by D, eq. (tf-ln-stats)",
             gamma * (x - mu) / torch.sqrt(x.var(dim=-1, keepdim=True) + eps) + beta,
         ),
         Mistake(
@@ -378,8 +372,14 @@ def _layer_norm_mistakes(x, gamma, beta, eps=1e-5) -> list[Mistake]:
             (x - mu) / torch.sqrt(var + eps),
         ),
         Mistake(
-            "the standard deviation is used where the variance belongs: divide by sqrt(var + eps)",
+            "x - mu is divided by the variance (var + eps); divide by its square root, "
+            "sqrt(var + eps), eq. (tf-ln)",
             gamma * (x - mu) / (var + eps) + beta,
+        ),
+        Mistake(
+            "the standard deviation is used where the variance belongs: the formula takes "
+            "sqrt(var + eps), not sqrt(std + eps), eq. (tf-ln)",
+            gamma * (x - mu) / torch.sqrt(torch.sqrt(var) + eps) + beta,
         ),
     ]
     if x.ndim > 1 and x.shape[0] > 1:
@@ -400,7 +400,7 @@ def _layer_norm_torch(x, gamma, beta, eps=1e-5) -> Expected:
 
 
 def _compare_ln(want: Expected, got: Any) -> str:
-    return compare_arrays(want, got, "the answer", "the same shape as x")
+    return compare_arrays(want.value, got, "the answer", "the same shape as x")
 
 
 def check_layer_norm(function: Callable, hidden: bool = False) -> None:
@@ -408,9 +408,9 @@ def check_layer_norm(function: Callable, hidden: bool = False) -> None:
     names = ("x", "gamma", "beta", "eps")
     hint = "over the last axis: mu, biased variance; gamma * (x - mu) / sqrt(var + eps) + beta"
     cases = [
-        _case((_t([1, 2, 3]), _t([1, 1, 1]), _t([0, 0, 0]), 1e-5), names, hint, "one vector"),
-        _case((_t([[1, 2, 3], [0, 0, 6]]), _t([2, 1, 0.5]), _t([0, 1, -1]), 1e-5), names, hint),
-        _case(
+        Case((_t([1, 2, 3]), _t([1, 1, 1]), _t([0, 0, 0]), 1e-5), names, hint, "one vector"),
+        Case((_t([[1, 2, 3], [0, 0, 6]]), _t([2, 1, 0.5]), _t([0, 1, -1]), 1e-5), names, hint),
+        Case(
             (_t([[4, 4, 4, 4]]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), 0.1),
             names,
             "a constant vector: x - mu = 0, so the result is beta",
@@ -421,7 +421,7 @@ def check_layer_norm(function: Callable, hidden: bool = False) -> None:
     for _ in range(n_random(hidden)):
         B, T, D = (int(rng.integers(2, 6)) for _ in range(3))
         args = (_rand(rng, B, T, D) * 3 + 1, _rand(rng, D), _rand(rng, D), 1e-5)
-        cases.append(_case(args, names, hint, "random (B, T, D)"))
+        cases.append(Case(args, names, hint, "random (B, T, D)"))
     reference = _layer_norm_torch if hidden else with_args(tf.layer_norm)
     run_check("layer_norm", function, reference, cases, _compare_ln, mistakes=_layer_norm_mistakes)
 

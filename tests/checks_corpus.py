@@ -1,0 +1,53 @@
+"""What every topic's check tests assert about its corpus of right and wrong answers (issue 27,
+section 2), written once: a right answer passes the visible and the hidden cases; a named mistake
+fails the visible cases already (hidden cases add inputs, never kinds of error), with its name and
+no other name of the part; a plausible wrong answer fails the visible cases with the input, the
+expected answer and what came back, and either its right name or none.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+from nlpcourse.checks import CheckFailed
+
+
+def names_by_check(mistakes: list[tuple]) -> dict:
+    """{check: the names (message fragments) of its named mistakes} of (check, student, name)."""
+    names: dict = {}
+    for check, _, name in mistakes:
+        names.setdefault(check, []).append(name)
+    return names
+
+
+def _failure(check, student, hidden: bool = False) -> str:
+    with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
+        with pytest.raises(CheckFailed) as info:
+            check(student, hidden=hidden)
+    return str(info.value)
+
+
+def passes_visible_and_hidden(check, student, capsys) -> None:
+    check(student)
+    check(student, hidden=True)
+    assert "cases pass" in capsys.readouterr().out
+
+
+def named_visible_and_hidden(check, student, name: str, names: dict, likely: bool = True) -> None:
+    """``likely=False``: the name may be the compare function's words instead of a mistake's."""
+    for hidden in (False, True):
+        message = _failure(check, student, hidden)
+        pattern = ("(?s)likely mistake.*" if likely else "") + re.escape(name)
+        assert re.search(pattern, message), message
+        for other in names.get(check, ()):
+            assert other == name or other not in message, message
+
+
+def wrong_with_right_name_or_none(check, student, name: str | None) -> None:
+    message = _failure(check, student)
+    assert "expected" in message and "got" in message
+    if name is None:
+        assert "likely mistake" not in message, message
+    else:
+        assert "likely mistake" in message and name in message, message

@@ -1,0 +1,132 @@
+"""Issue 27, section 2: properties of every check of every part of all six exercises.
+
+The self-check agrees with the grade on every kind of mistake: each usual mistake a check knows
+(its :class:`Mistake` list) that shows on some hidden case, that is, gives an answer other than
+the right one there, also shows on some visible case. Hidden cases add inputs, never kinds of
+error. The oracle is each mistake's own answer on each case, compared with the right answer by the
+check's own ``same``; nothing here is taken from the check's verdicts.
+
+The corpora of right and wrong answers written as students would are in the tests of each topic
+(``tests/test_checks_<topic>.py``); this file proves the property over the checks' own mistakes.
+"""
+
+import inspect
+import pickle
+
+import pytest
+
+import nlpcourse.checks.hmm
+import nlpcourse.checks.ngram
+import nlpcourse.checks.parsing
+import nlpcourse.checks.rnn
+import nlpcourse.checks.seq2seq
+import nlpcourse.checks.transformer
+from nlpcourse.checks import core
+
+MODULES = [
+    nlpcourse.checks.ngram,
+    nlpcourse.checks.hmm,
+    nlpcourse.checks.parsing,
+    nlpcourse.checks.rnn,
+    nlpcourse.checks.seq2seq,
+    nlpcourse.checks.transformer,
+]
+ARCHITECTURES = {  # read before any check runs (the answer key refuses while one does)
+    task: nlpcourse.checks.rnn.architecture_answer(task) for task in nlpcourse.checks.rnn.TASKS
+}
+CHECKS = [
+    (module, name)
+    for module in MODULES
+    for name, function in inspect.getmembers(module, inspect.isfunction)
+    if name.startswith("check_") and function.__module__ == module.__name__
+]
+
+
+def _runs(module, name: str, hidden: bool, monkeypatch) -> list[dict]:
+    """What the check hands to run_check (its cases, reference, mistakes and same)."""
+    runs: list[dict] = []
+
+    def capture(label, student, reference, cases, compare=None, *, mistakes=None, same=None):
+        runs.append(
+            {"reference": reference, "cases": cases, "mistakes": mistakes,
+             "same": same or core.same_answer}
+        )  # fmt: skip
+
+    monkeypatch.setattr(module, "run_check", capture)
+    student = (lambda task: ARCHITECTURES[task]) if name == "check_architecture_for" else None
+    getattr(module, name)(student or (lambda *args: None), hidden=hidden)
+    return runs
+
+
+def _kinds_shown(run: dict) -> set[str]:
+    """The mistakes whose answer differs from the right one on at least one case."""
+    shown = set()
+    if run["mistakes"] is None:
+        return shown
+    for case in run["cases"]:
+        args = pickle.loads(pickle.dumps(case.args))
+        right = core.to_plain(core.unwrap(run["reference"](*args)))
+        for mistake in run["mistakes"](*args):
+            if mistake.answer is None:
+                continue
+            try:
+                answer = core.to_plain(mistake.answer)
+            except core.NotPlainAnswer:
+                continue
+            if not run["same"](right, answer):
+                shown.add(mistake.what)
+    return shown
+
+
+def test_every_check_of_every_part_is_here():
+    assert len(CHECKS) == 6 + 5 + 6 + 6 + 6 + 6, [name for _, name in CHECKS]
+
+
+@pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
+def test_the_visible_cases_show_every_kind_of_mistake_the_hidden_ones_show(
+    module, name, monkeypatch
+):
+    visible = set().union(*map(_kinds_shown, _runs(module, name, False, monkeypatch)))
+    hidden = set().union(*map(_kinds_shown, _runs(module, name, True, monkeypatch)))
+    assert hidden <= visible, f"{name}: only the hidden cases show {sorted(hidden - visible)}"
+
+
+@pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
+def test_every_case_is_valid_and_every_case_label_is_unique_enough(module, name, monkeypatch):
+    """Cases are validated when made (issue 31): a check builds all its cases without error, and
+    each case's names match its arguments (Case refuses otherwise)."""
+    for hidden in (False, True):
+        for run in _runs(module, name, hidden, monkeypatch):
+            assert run["cases"] and all(isinstance(c, core.Case) for c in run["cases"])
+
+
+def _first_names(run: dict) -> dict[str, list[str]]:
+    """For each mistake, the name a student who makes it everywhere is given: on the first case
+    where its answer is wrong, the first mistake whose answer that is (what run_check names)."""
+    names: dict[str, list[str]] = {}
+    for case in run["cases"]:
+        args = pickle.loads(pickle.dumps(case.args))
+        right = core.to_plain(core.unwrap(run["reference"](*args)))
+        mistakes = list(run["mistakes"](*args))
+        for mistake in mistakes:
+            if mistake.what in names or mistake.answer is None:
+                continue
+            try:
+                answer = core.to_plain(mistake.answer)
+            except core.NotPlainAnswer:
+                continue
+            if not run["same"](right, answer):
+                named = core.name_mistakes(right, answer, mistakes, run["same"])
+                names[mistake.what] = [m.what for m in named]
+    return names
+
+
+@pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
+def test_each_usual_mistake_is_given_its_own_name_by_the_visible_cases(module, name, monkeypatch):
+    """A student who makes one of the mistakes a check knows is told that mistake on the first
+    case they fail (with any other mistake whose answer is the same there), never only another."""
+    for run in _runs(module, name, False, monkeypatch):
+        if run["mistakes"] is None:
+            continue
+        for what, named in _first_names(run).items():
+            assert what in named, f"{name}: the mistake {what!r} is named {named!r}"
