@@ -121,3 +121,102 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ================================================= bilinear against additive score (chapter 5)
+
+import functools  # noqa: E402  (appended section: its own imports)
+from collections.abc import Callable  # noqa: E402
+
+SCORE_BATCHES, SCORE_PASSES = 6, 5
+
+
+def best_cpu_seconds(runs: dict[str, Callable[[], None]], passes: int) -> dict[str, float]:
+    """The best of ``passes`` CPU times of each zero-argument function in ``runs``, the functions
+    taking turns, so that a busy moment of the machine slows them alike."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(passes):
+        for name, run in runs.items():
+            start = time.process_time()
+            run()
+            best[name] = min(best[name], time.process_time() - start)
+    return best
+
+
+def bilinear_vs_additive() -> None:
+    """CPU seconds of the bilinear and the additive score at the size of chapter 5's recorded run
+    (``s2s.CONFIGS["g2p"]``: H = 256, batches of 128 words), on the same 6 training batches:
+
+    1. the attention alone, forward and backward: the scores of all T decoder states against the
+       S keys of each word (``prepare`` and ``scores``), the masked softmax and the context;
+    2. a whole training step of the recorded model with either score (forward, backward, Adam).
+
+    Also counts the numbers each score computes per batch: bilinear ``W k_j`` (B*S*H) and the
+    B*T*S scores; additive ``W_2 k_j`` (B*S*A), ``W_1 s_t`` (B*T*A), the B*T*S*A grid of tanh
+    hidden vectors and the B*T*S scores. Ratios are additive / bilinear (above 1: bilinear is
+    cheaper)."""
+    threads = int(os.environ.get("BENCH_THREADS", "2"))
+    torch.set_num_threads(threads)
+    cpu = platform.processor() or platform.machine()
+    print(
+        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {threads} threads, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    cfg = s2s.CONFIGS["g2p"]
+    train, _, _ = cmudict_split()
+    src_vocab, tgt_vocab = s2s.g2p_vocabs(train)
+    pairs = s2s.g2p_pairs(train, src_vocab, tgt_vocab)
+    size = cfg["batch_size"]
+    batches = s2s.make_batches(
+        pairs[: SCORE_BATCHES * size], size, torch.Generator().manual_seed(0)
+    )
+    H = cfg["H"]
+    counts = {"bilinear": 0, "additive": 0}
+    for src, tgt in batches:
+        B, S = src.shape
+        T = tgt.shape[1] - 1  # the decoder's steps
+        counts["bilinear"] += B * S * H + B * T * S  # W k_j, then the scores
+        counts["additive"] += B * S * H + B * T * H + B * T * S * H + B * T * S  # A = H
+    print(f"\nper batch of {size} words, averaged over {len(batches)} batches, H = A = {H}:")
+    for kind, n in counts.items():
+        print(f"  {kind:9s} computes {n // len(batches):12,d} numbers")
+    print(f"  ratio additive / bilinear {counts['additive'] / counts['bilinear']:10.1f}")
+
+    torch.manual_seed(0)
+    attentions = {kind: s2s.make_attention(kind, H, H) for kind in ("bilinear", "additive")}
+    inputs = []
+    for src, tgt in batches:  # random keys and queries of the batch's shape
+        B, S = src.shape
+        keys = torch.randn(B, S, H, requires_grad=True)  # (B, S, D), D = H
+        query = torch.randn(B, tgt.shape[1] - 1, H, requires_grad=True)  # (B, T, H)
+        inputs.append((query, keys, src != 0))
+
+    def attention_only(kind: str) -> None:
+        for query, keys, mask in inputs:
+            _, context = attentions[kind](query, keys, mask)  # type: ignore[misc]
+            context.sum().backward()
+
+    models = {}
+    for kind in ("bilinear", "additive"):
+        model, _, _ = s2s.build({**cfg, "attention": kind}, train)
+        models[kind] = (model, torch.optim.Adam(model.parameters(), lr=cfg["lr"]))
+
+    def training_step(kind: str) -> None:
+        model, optimizer = models[kind]
+        for src, tgt in batches:
+            optimizer.zero_grad()
+            model.loss(src, tgt).backward()
+            optimizer.step()
+
+    for label, run in (("attention alone", attention_only), ("training step", training_step)):
+        best = best_cpu_seconds(
+            {kind: functools.partial(run, kind) for kind in ("bilinear", "additive")}, SCORE_PASSES
+        )
+        print(f"\n{label}, forward and backward, best of {SCORE_PASSES} passes (CPU ms/batch)")
+        for kind, seconds in best.items():
+            print(f"  {kind:9s} {1000 * seconds / len(batches):9.1f}")
+        print(f"  ratio additive / bilinear {best['additive'] / best['bilinear']:6.2f}")
+
+
+if __name__ == "__main__":
+    bilinear_vs_additive()

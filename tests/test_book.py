@@ -284,3 +284,69 @@ def test_chapters_agree_on_the_shared_numbers(pages):
     ngrams, rnn = pages["book/ngrams"], pages["book/rnn"]
     assert rnn["V"] == ngrams["bengio_vocab"]
     assert rnn["n_test_full"] == ngrams["n_test_tokens"] + brown_test_counts()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_seq2seq_chapter_states_what_it_measured(pages):
+    """Chapter 5: the bottleneck read per phone (the per-word rate saturates), the three scores
+    not ranked beyond their noise, and the bilinear score's work counted with its W k_j."""
+    page = pages["book/seq2seq"]
+    # the word error rate without attention is at its ceiling on long words, so its gap narrows
+    assert page["wer_long_none"] > 0.9 and page["gap_long"] < page["gap_short"]
+    # the phone error rate is not saturated, and attention's gain widens with the length
+    assert page["per_long_none"] < 0.8
+    assert page["per_gap_long"] > page["per_gap_short"] > 0
+    assert page["per_gap_verdict"] == "wider"
+    # the noise of a WER on n words: the binomial standard error at the three scores' mean WER
+    n = page["b_n_test_sample"]
+    mean = (page["b_wer_dot"] + page["b_wer_bilinear"] + page["b_wer_additive"]) / 3
+    assert page["b_wer_se"] == pytest.approx(math.sqrt(mean * (1 - mean) / n))
+    spread = max(page[f"b_wer_{k}"] for k in ("dot", "bilinear", "additive")) - min(
+        page[f"b_wer_{k}"] for k in ("dot", "bilinear", "additive")
+    )
+    assert page["b_score_spread"] == pytest.approx(spread)
+    ranked = spread >= 2 * math.sqrt(2) * page["b_wer_se"]
+    assert (page["b_score_verdict"] == "do not rank the three scores") == (not ranked)
+    # the work of the two scores: additive has A numbers per (phone, letter) pair, bilinear one
+    assert page["r_work_additive"] > 10 * page["r_work_bilinear"]
+    assert page["r_work_ratio"] == pytest.approx(page["r_work_additive"] / page["r_work_bilinear"])
+    assert page["r_A"] == load_record("seq2seq_g2p")["config"]["H"]
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_transformer_chapter_reproduces_the_walkthroughs(pages):
+    """Chapter 6: Raschka's numbers (q = U_q x), the 512 -> 64 head, what the text claims about
+    the scores' signs, the no-position model and the decoding rules, and the recorded curve."""
+    page = pages["book/transformer"]
+    # Raschka, "Understanding and coding the self-attention mechanism ..." (2023)
+    assert page["omega_23"] == pytest.approx(14.3667, abs=1e-4)
+    assert page["omega_2_min"] == pytest.approx(-32.9392, abs=1e-4)
+    assert page["omega_2_max"] == pytest.approx(53.8976, abs=1e-4)
+    assert page["omega_2_negative"] == 3  # -25.16, -1.21, -32.94
+    assert page["alpha_2_max"] == pytest.approx(8.5596e-01, abs=1e-4)
+    assert page["alpha_2_argmax"] == "to"  # the fifth word, omega_25 = 53.90
+    assert page["head3_key_2_first"] == pytest.approx(-1.9619, abs=1e-4)
+    # the Illustrated Transformer's head: 512 -> 64, divided by sqrt(64) = 8
+    assert page["six_d_model"] == 512 and page["six_d_k"] == 64
+    assert page["six_scaled_1"] == pytest.approx(page["six_score_1"] / 8)
+    # the model without a position encoding, ranked as the text says
+    nopos, encoded = page["lm_test_nopos"], (page["lm_test_short"], page["lm_test_sin"])
+    rank = sum(e < nopos for e in encoded)
+    assert (
+        page["nopos_verdict"]
+        == [
+            "the best of the three",
+            "between the two encoded models",
+            "the worst of the three",
+        ][rank]
+    )
+    # decoding: tau = 1 strays furthest from what the model finds likely
+    t1 = page["gen_logp_t1"]
+    assert t1 < min(page[f"gen_logp_{k}"] for k in ("greedy", "topk", "topp", "beam"))
+    # the recorded run crosses below Kneser-Ney at its second evaluation and ends below it
+    record = load_record("transformer_lm")
+    curve = [p for p in record["curve"] if "valid_ppl" in p]
+    assert page["long_cross_step"] == curve[1]["step"]
+    assert page["long_curve_end_ratio"] < 1
