@@ -128,7 +128,10 @@ def trim_blank(lines: list[str]) -> list[str]:
 
 
 def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
-    """Move each code cell's checks into a collapsed "show the checks" block under its code."""
+    """Move each code cell's checks into a collapsed "show the checks" block under its code, on
+    the chapters (``book/``); the exercise notebooks are shown as a student receives them."""
+    if not app.env.docname.startswith("book/"):
+        return
     for cell_input in list(doctree.findall(nodes.container)):
         if cell_input.get("nb_element") != "cell_code_source":
             continue

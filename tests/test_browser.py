@@ -20,8 +20,10 @@ fails here. On every page, at a desktop width (1280 px) and a phone width (390 p
   formula runs off a phone's screen);
 - the page does not scroll sideways; at 1280 px no display equation needs scrolling either (at
   390 px a wide one scrolls inside its own box), and the code of every cell fits the column (an
-  output may scroll inside its cell); these two are checked on the chapters in ``book/``, not on
-  the exercise notebooks, which are shown as nbgrader generates them;
+  output may scroll inside its cell); a chapter with code cells offers its notebook (``.ipynb``)
+  for download, and shows no check (``assert``, ``keep(...)``) in a cell's code: those are folded
+  under "show the checks"; these are checked on the chapters in ``book/``, not on the exercise
+  notebooks, which are shown as nbgrader generates them;
 
 and the search page finds a chapter's term. When the browser cannot be started the tests are
 skipped with the reason (pytest's ``-ra`` prints it), never passed silently.
@@ -69,10 +71,10 @@ HTML_ELEMENTS = set(
     kbd label legend li link main map mark meta meter nav noscript object ol optgroup option output
     p param picture pre progress q rp rt ruby samp script search section select slot small source
     span strong style sub summary sup table tbody td template textarea tfoot th thead time title tr
-    track var video wbr svg path g defs use symbol circle rect line polyline polygon text tspan
-    clippath lineargradient stop image""".split()
+    track ul var video wbr center svg path g defs use symbol circle rect line polyline polygon
+    text tspan clippath lineargradient stop image""".split()
 )
-NEVER_MEANT = {"s", "strike", "del", "ins", "u", "blink", "font", "center"}
+NEVER_MEANT = {"s", "strike", "del", "ins", "u", "blink"}
 
 
 class TagCollector(html.parser.HTMLParser):
@@ -237,13 +239,20 @@ INSPECT = """() => {
       .filter(e => !e.querySelector('p, li, td, pre') && !e.closest('.math'))
       .filter(e => /(^|\\s)[–—][A-Za-z]/.test(e.innerText)).map(label);
   // an inline formula wider than the screen: its right edge beyond the viewport
+  // a check (assert, keep(...)) shown in a cell's code instead of folded under "show the checks"
+  const checks = [...document.querySelectorAll('div.cell_input pre')]
+      .filter(pre => !pre.closest('details.book-checks'))
+      .flatMap(pre => pre.innerText.split('\\n'))
+      .filter(line => /^\\s*(assert\\b|keep\\()/.test(line)).map(line => line.slice(0, 70));
+  const cells = document.querySelectorAll('div.cell').length;
+  const notebookLinks = [...document.querySelectorAll('a[href$=".ipynb"]')].length;
   const box = (m) => m.getBoundingClientRect();
   const inline = [...document.querySelectorAll('mjx-container:not([display="true"])')]
       .filter(m => !m.closest('div.math'))
       .filter(m => box(m).right > window.innerWidth + 1 || box(m).width > window.innerWidth)
       .map(m => `${Math.round(box(m).width)} px: ${label(m.closest('p, li, td') || m)}`);
   return {count: maths.length, raw, errors, rawInText, images, equations, code, links,
-          swallowed, pipes, dashed, inline,
+          swallowed, pipes, dashed, inline, checks, cells, notebookLinks,
           pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
 }"""
 
@@ -299,6 +308,11 @@ def site_problems(base: str, html: Path, browser, width_name: str) -> tuple[list
                     f"display equation wider than the column: {e}" for e in found["equations"]
                 ]
                 problems += [f"code cell wider than the column: {c}" for c in found["code"]]
+                problems += [
+                    f"a check not folded under 'show the checks': {c}" for c in found["checks"]
+                ]
+                if found["cells"] and not found["notebookLinks"]:
+                    problems.append("a page with code cells offers no .ipynb to download")
         failures += [f"{name} at {width} px: {problem}" for problem in problems]
     return failures, typeset
 
