@@ -89,31 +89,37 @@ def is_check(statement: ast.stmt) -> bool:
     return False
 
 
-def check_lines(source: str) -> set[int]:
+def check_lines(source: str) -> tuple[set[int], set[int]]:
     """The 0-based line numbers of ``source`` that belong to checks (see :func:`is_check`), with
-    the comment lines directly above a check. Empty when the source is not Python."""
+    the comment lines directly above a check; and the header lines (``for ...:``) of the blocks a
+    nested check sits in, shown above it for context. Empty when the source is not Python."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return set()
+        return set(), set()
     lines: set[int] = set()
+    context: set[int] = set()
 
-    def visit(statements: list[ast.stmt]) -> None:
+    def visit(statements: list[ast.stmt], headers: list[int]) -> None:
         for statement in statements:
             if is_check(statement):
                 lines.update(range(statement.lineno - 1, statement.end_lineno or statement.lineno))
-            else:
-                for field in ("body", "orelse", "finalbody"):
-                    visit(getattr(statement, field, []) or [])
+                context.update(headers)
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field, []) or []
+                if inner:
+                    header = range(statement.lineno - 1, inner[0].lineno - 1)
+                    visit(inner, headers + list(header))
 
-    visit(tree.body)
+    visit(tree.body, [])
     text = source.splitlines()
     for number in sorted(lines, reverse=True):  # a comment that introduces a check goes with it
         above = number - 1
         while above >= 0 and above not in lines and text[above].lstrip().startswith("#"):
             lines.add(above)
             above -= 1
-    return lines
+    return lines, context - lines
 
 
 def trim_blank(lines: list[str]) -> list[str]:
@@ -140,12 +146,16 @@ def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
             continue
         block = blocks[0]
         source = block.astext()
-        checks = check_lines(source)
+        checks, context = check_lines(source)
         if not checks:
             continue
         text = source.splitlines()
         shown = trim_blank([line for i, line in enumerate(text) if i not in checks])
-        hidden = trim_blank([line for i, line in enumerate(text) if i in checks])
+        hidden = trim_blank([line for i, line in enumerate(text) if i in checks | context])
+        try:
+            ast.parse("\n".join(shown))  # a block left with no body: show the cell as it is
+        except SyntaxError:
+            continue
         index = cell_input.index(block)
         cell_input.remove(block)
         parts: list[nodes.Node] = []
@@ -153,7 +163,8 @@ def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
             code = block.deepcopy()
             code.children = [nodes.Text("\n".join(shown))]
             parts.append(code)
-        summary = f"show the checks ({len([h for h in hidden if h.strip()])} lines)"
+        count = len([i for i in checks if text[i].strip()])
+        summary = f"show the checks ({count} line{'s' if count > 1 else ''})"
         parts.append(
             nodes.raw(
                 "",
