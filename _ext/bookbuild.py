@@ -106,7 +106,7 @@ def check_lines(source: str) -> tuple[set[int], set[int]]:
                 lines.update(range(statement.lineno - 1, statement.end_lineno or statement.lineno))
                 context.update(headers)
                 continue
-            for field in ("body", "orelse", "finalbody"):
+            for field in ("body", "handlers", "orelse", "finalbody"):
                 inner = getattr(statement, field, []) or []
                 if inner:
                     header = range(statement.lineno - 1, inner[0].lineno - 1)
