@@ -178,6 +178,7 @@ def pages(html: Path) -> list[str]:
 def offline_page(browser, width: int):
     """A new page at ``width`` px that may only talk to localhost, recording every problem."""
     context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(180_000)  # a loaded machine (the build beside it) is slow
     page = context.new_page()
     problems: list[str] = []
 
