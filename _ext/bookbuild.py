@@ -133,6 +133,15 @@ def trim_blank(lines: list[str]) -> list[str]:
     return kept
 
 
+def copy_code(block: nodes.literal_block, lines: list[str]) -> nodes.literal_block:
+    """A copy of a code block with other lines. Its ``rawsource`` must equal its text, or Sphinx
+    takes it for a parsed literal and does not highlight it."""
+    code = block.deepcopy()
+    code.rawsource = "\n".join(lines)
+    code.children = [nodes.Text(code.rawsource)]
+    return code
+
+
 def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
     """Move each code cell's checks into a collapsed "show the checks" block under its code, on
     the chapters (``book/``); the exercise notebooks are shown as a student receives them."""
@@ -160,8 +169,7 @@ def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
         cell_input.remove(block)
         parts: list[nodes.Node] = []
         if shown:
-            code = block.deepcopy()
-            code.children = [nodes.Text("\n".join(shown))]
+            code = copy_code(block, shown)
             parts.append(code)
         count = len([i for i in checks if text[i].strip()])
         summary = f"show the checks ({count} line{'s' if count > 1 else ''})"
@@ -172,8 +180,7 @@ def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
                 format="html",
             )
         )
-        checked = block.deepcopy()
-        checked.children = [nodes.Text("\n".join(hidden))]
+        checked = copy_code(block, hidden)
         checked["ids"] = []
         parts.append(checked)
         parts.append(nodes.raw("", "</details>", format="html"))
