@@ -28,6 +28,8 @@ from jupyter_cache import get_cache
 from myst_nb.core.read import is_myst_markdown_notebook, read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
+from nlpcourse import book
+
 REPO = Path(__file__).resolve().parent.parent
 
 # {glue}`key`, {glue:}`key`, {glue:text}`key:.2f`, ... and ```{glue:figure} key
@@ -39,20 +41,7 @@ EXCEPTION = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b")
 
 def toc_pages(repo: Path = REPO) -> list[str]:
     """Every file of ``_toc.yml`` (root, chapters, parts and sections), without suffix."""
-    toc = yaml.safe_load((repo / "_toc.yml").read_text())
-    pages = [toc["root"]]
-
-    def walk(entries: list[dict]) -> None:
-        for entry in entries:
-            if "file" in entry:
-                pages.append(entry["file"])
-            walk(entry.get("sections", []))
-            walk(entry.get("chapters", []))
-
-    walk(toc.get("chapters", []))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters", []))
-    return pages
+    return book.toc_pages(repo)
 
 
 def source_of(page: str, repo: Path = REPO) -> Path:

@@ -8,7 +8,10 @@ Every number on a page comes from an executed cell. A chapter measures a value, 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def plain(value: Any) -> Any:
@@ -28,3 +31,28 @@ def keep(name: str, value: Any) -> Any:
     value = plain(value)
     glue(name, value, display=False)
     return value
+
+
+def toc_pages(repo: Path) -> list[str]:
+    """Every page of the book's ``_toc.yml`` in ``repo``, in book order: ``["book/intro", ...]``."""
+    toc = yaml.safe_load((repo / "_toc.yml").read_text())
+    pages = [toc["root"]]
+
+    def walk(entries: list[dict]) -> None:
+        for entry in entries:
+            if "file" in entry:
+                pages.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    walk(toc.get("chapters", []))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    return pages
+
+
+def chapter_title(path: Path) -> str:
+    """The title of a MyST page: its first ``# `` heading."""
+    for line in path.read_text().splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    raise ValueError(f"{path} has no '# ' title")

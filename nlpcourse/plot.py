@@ -546,8 +546,8 @@ def attention_heads(
         ax.imshow(weights[h], cmap="Blues", vmin=0.0, vmax=1.0)
         ax.set_title(f"head {h + 1}", fontsize=9)
         first_col, last_row = h % cols == 0, h // cols == rows - 1
-        ax.set_yticks(range(len(queries)), queries if first_col else [], fontsize=7)
-        ax.set_xticks(range(len(keys)), keys if last_row else [], rotation=90, fontsize=7)
+        ax.set_yticks(range(len(queries)), queries if first_col else [], fontsize=8)
+        ax.set_xticks(range(len(keys)), keys if last_row else [], rotation=90, fontsize=8)
     if suptitle:
         fig.suptitle(suptitle, fontsize=10)
     return fig

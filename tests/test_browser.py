@@ -9,10 +9,21 @@ fails here. On every page, at a desktop width (1280 px) and a phone width (390 p
 - every formula is typeset by MathJax (no raw ``\\(`` left, no MathJax error);
 - every image loads and has alt text that describes it (not a file name);
 - every link to another page or file of the site leads to a file that exists;
+- the page shows what its sources and cells meant, with no symbol swallowed: no HTML element the
+  page never meant (an angle-bracket token such as ``<s>``, ``</s>`` or ``<unk>`` that a Markdown
+  caption or a cell's HTML output left unescaped, which the browser turns into markup: ``<s>``
+  strikes the rest of a table row through, ``</s>`` vanishes), checked both in the served HTML and
+  in the browser's document; no Markdown table left as raw pipes (``| a | b |``, ``|---|``);
+  no option of a shown command turned into a dash (``–config`` for ``--config``: such a command
+  does not run when copied);
+- no inline formula is wider than the viewport (MathJax 3 does not break lines, so a long inline
+  formula runs off a phone's screen);
 - the page does not scroll sideways; at 1280 px no display equation needs scrolling either (at
   390 px a wide one scrolls inside its own box), and the code of every cell fits the column (an
-  output may scroll inside its cell); these two are checked on the chapters in ``book/``, not on
-  the exercise notebooks, which are shown as nbgrader generates them;
+  output may scroll inside its cell); a chapter with code cells offers its notebook (``.ipynb``)
+  for download, and shows no check (``assert``, ``keep(...)``) in a cell's code: those are folded
+  under "show the checks"; these are checked on the chapters in ``book/``, not on the exercise
+  notebooks, which are shown as nbgrader generates them;
 
 and the search page finds a chapter's term. When the browser cannot be started the tests are
 skipped with the reason (pytest's ``-ra`` prints it), never passed silently.
@@ -23,6 +34,7 @@ Set ``NLPCOURSE_SCREENSHOTS`` to a folder to save a full-page screenshot of ever
 from __future__ import annotations
 
 import functools
+import html.parser
 import http.server
 import os
 import re
@@ -47,6 +59,66 @@ WIDTHS = {"desktop": 1280, "phone": 390}
 SKIP_PAGES = {"search.html"}
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The elements of HTML5 that may appear in a page (Sphinx, the theme, myst-nb, pandas, matplotlib).
+# Anything else in the served HTML, and the text-level elements the book's sources never ask for
+# (strikethrough and friends: MyST's strikethrough extension is off), is a symbol swallowed into
+# markup: ``<s>`` from an unescaped pandas Styler cell, ``</s>`` from a Markdown caption.
+HTML_ELEMENTS = set(
+    """a abbr address article aside audio b base bdi bdo blockquote body br button canvas caption
+    cite code col colgroup data datalist dd details dfn dialog div dl dt em embed fieldset
+    figcaption figure footer form h1 h2 h3 h4 h5 h6 head header hgroup hr html i iframe img input
+    kbd label legend li link main map mark meta meter nav noscript object ol optgroup option output
+    p param picture pre progress q rp rt ruby samp script search section select slot small source
+    span strong style sub summary sup table tbody td template textarea tfoot th thead time title tr
+    track ul var video wbr center svg path g defs use symbol circle rect line polyline polygon
+    text tspan clippath lineargradient stop image""".split()
+)
+NEVER_MEANT = {"s", "strike", "del", "ins", "u", "blink"}
+
+
+class TagCollector(html.parser.HTMLParser):
+    """The start and end tags of a page's ``<main>``: ``[(tag, line, text around it)]``."""
+
+    def __init__(self, source: str):
+        super().__init__(convert_charrefs=True)
+        self.source_lines = source.splitlines()
+        self.tags: list[tuple[str, int, str]] = []
+        self.feed(source)
+
+    def record(self, tag: str, closing: bool) -> None:
+        line, column = self.getpos()
+        text = self.source_lines[line - 1][max(0, column - 40) : column + 40]
+        self.tags.append((("/" if closing else "") + tag, line, text))
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.record(tag, False)
+
+    def handle_endtag(self, tag) -> None:
+        self.record(tag, True)
+
+
+def swallowed_tags(source: str) -> list[str]:
+    """The tags of a page's HTML that no page means: unknown elements and strikethrough."""
+    if "<main" in source:
+        source = source[source.index("<main") : source.rindex("</main>")]
+    problems = []
+    for tag, line, text in TagCollector(source).tags:
+        name = tag.lstrip("/")
+        if name in NEVER_MEANT or name not in HTML_ELEMENTS and "-" not in name:
+            problems.append(f"an element the page never meant, <{tag}> (line {line}: {text!r})")
+    return problems
+
+
+def test_swallowed_tags_found():
+    """The check finds the faults it is for, and passes what Sphinx and pandas write."""
+    styler = '<main><td id="T_1_row0_col0">P_KN(am | <s>)</td></main>'
+    caption = "<main><figcaption><p>rows are the phones (ending with </s>), columns</p></main>"
+    fine = '<main><table><tr><td class="x">&lt;s&gt; I am</td></tr></table><mjx-c></mjx-c></main>'
+    assert any("<s>" in p for p in swallowed_tags(styler))
+    assert any("</s>" in p for p in swallowed_tags(caption))
+    assert any("<unk>" in p for p in swallowed_tags("<main><p>a <unk> b</p></main>"))
+    assert swallowed_tags(fine) == []
 
 
 def sync_playwright():
@@ -106,6 +178,7 @@ def pages(html: Path) -> list[str]:
 def offline_page(browser, width: int):
     """A new page at ``width`` px that may only talk to localhost, recording every problem."""
     context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(180_000)  # a loaded machine (the build beside it) is slow
     page = context.new_page()
     problems: list[str] = []
 
@@ -151,7 +224,36 @@ INSPECT = """() => {
                  .filter(wide).map(label);
   const links = [...document.querySelectorAll('a[href]')].map(a => a.href)
                    .filter(h => h.startsWith(location.origin));
+  // an element the page never meant: strikethrough, or a tag HTML does not know (<unk>)
+  const never = ['S', 'STRIKE', 'DEL', 'INS', 'U'];
+  const swallowed = [...document.querySelectorAll('main *')]
+      .filter(e => never.includes(e.tagName) || e instanceof HTMLUnknownElement)
+      .map(e => `<${e.tagName.toLowerCase()}> around "${label(e.parentElement)}"`);
+  // a Markdown table left as text: a paragraph or list item whose lines are | ... |
+  const pipes = [...document.querySelectorAll('main p, main li, main td')]
+      .filter(e => !e.closest('pre, code, .math'))
+      .filter(e => /^\\s*\\|.*\\|.*\\|\\s*$/m.test(e.innerText)
+                   || /\\|\\s*[-—–:]+\\s*\\|/.test(e.innerText))
+      .map(label);
+  // an option of a command turned into a dash by smart quotes ("–config"); not inside formulas
+  const dashed = [...document.querySelectorAll('main p, main li, main td, main pre, main code')]
+      .filter(e => !e.querySelector('p, li, td, pre') && !e.closest('.math'))
+      .filter(e => /(^|\\s)[–—][A-Za-z]/.test(e.innerText)).map(label);
+  // an inline formula wider than the screen: its right edge beyond the viewport
+  // a check (assert, keep(...)) shown in a cell's code instead of folded under "show the checks"
+  const checks = [...document.querySelectorAll('div.cell_input pre')]
+      .filter(pre => !pre.closest('details.book-checks'))
+      .flatMap(pre => pre.innerText.split('\\n'))
+      .filter(line => /^\\s*(assert\\b|keep\\()/.test(line)).map(line => line.slice(0, 70));
+  const cells = document.querySelectorAll('div.cell').length;
+  const notebookLinks = [...document.querySelectorAll('a[href$=".ipynb"]')].length;
+  const box = (m) => m.getBoundingClientRect();
+  const inline = [...document.querySelectorAll('mjx-container:not([display="true"])')]
+      .filter(m => !m.closest('div.math'))
+      .filter(m => box(m).right > window.innerWidth + 1 || box(m).width > window.innerWidth)
+      .map(m => `${Math.round(box(m).width)} px: ${label(m.closest('p, li, td') || m)}`);
   return {count: maths.length, raw, errors, rawInText, images, equations, code, links,
+          swallowed, pipes, dashed, inline, checks, cells, notebookLinks,
           pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
 }"""
 
@@ -163,11 +265,9 @@ def open_page(page, url: str) -> dict:
     return page.evaluate(INSPECT)
 
 
-@pytest.mark.slow
-@pytest.mark.corpus
-@pytest.mark.parametrize("width_name", list(WIDTHS))
-def test_every_page_reads_offline(site, browser, width_name):
-    base, html = site
+def site_problems(base: str, html: Path, browser, width_name: str) -> tuple[list[str], int]:
+    """Every problem of every page of the site served at ``base`` from ``html``, at one width,
+    and the number of formulas typeset. (Also run by hand on an older build, to show a fault.)"""
     width = WIDTHS[width_name]
     shots = os.environ.get("NLPCOURSE_SCREENSHOTS")
     failures = []
@@ -191,10 +291,15 @@ def test_every_page_reads_offline(site, browser, width_name):
             alt = image["alt"].strip()
             if len(alt) < 10 or re.fullmatch(r"[\w./-]+\.(png|svg|jpg)", alt):
                 problems.append(f"image {image['src']} has no real alt text: {alt!r}")
+        problems += [f"an element the page never meant: {e}" for e in found["swallowed"]]
+        problems += [f"a Markdown table left as raw pipes: {p}" for p in found["pipes"]]
+        problems += [f"a command's option turned into a dash: {d}" for d in found["dashed"]]
+        problems += [f"an inline formula wider than the screen, {f}" for f in found["inline"]]
         if found["pageWidth"] > found["viewport"]:
             wide = found["pageWidth"]
             problems.append(f"the page scrolls sideways: {wide} px wide in {width} px")
         if width_name == "desktop":
+            problems += swallowed_tags((html / name).read_text())
             for link in found["links"]:
                 target = link[len(base) + 1 :].split("#")[0].split("?")[0]
                 if not (html / target).is_file() and not (html / target / "index.html").is_file():
@@ -204,7 +309,21 @@ def test_every_page_reads_offline(site, browser, width_name):
                     f"display equation wider than the column: {e}" for e in found["equations"]
                 ]
                 problems += [f"code cell wider than the column: {c}" for c in found["code"]]
+                problems += [
+                    f"a check not folded under 'show the checks': {c}" for c in found["checks"]
+                ]
+                if found["cells"] and not found["notebookLinks"]:
+                    problems.append("a page with code cells offers no .ipynb to download")
         failures += [f"{name} at {width} px: {problem}" for problem in problems]
+    return failures, typeset
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+@pytest.mark.parametrize("width_name", list(WIDTHS))
+def test_every_page_reads_offline(site, browser, width_name):
+    base, html = site
+    failures, typeset = site_problems(base, html, browser, width_name)
     assert typeset > 0, "no formula found on any page"
     assert not failures, "\n".join(failures)
 
@@ -229,16 +348,16 @@ def test_front_page_links_every_chapter_and_exercise(book_build):
     (the built one: its lists are made from _toc.yml and exercises/ when the book is built)."""
     import yaml
 
+    from nlpcourse.book import toc_pages
+
     toc = yaml.safe_load((REPO / "_toc.yml").read_text())
     page = (book_build.html / (toc["root"] + ".html")).read_text()
     page = page[page.index("<article") : page.index("</article>")]  # not the sidebar's links
     links = set(re.findall(r'href="([^"#]+)', page))
     folder = Path(toc["root"]).parent
-    entries = toc["chapters"] + [s for c in toc["chapters"] for s in c.get("sections", [])]
-    for entry in entries:
-        if entry["file"] != toc["root"]:
-            target = os.path.relpath(REPO / entry["file"], REPO / folder) + ".html"
-            assert target in links, f"the front page does not link {entry['file']}"
+    for entry in toc_pages(REPO)[1:]:
+        target = os.path.relpath(REPO / entry, REPO / folder) + ".html"
+        assert target in links, f"the front page does not link {entry}"
     for notebook in REPO.glob("exercises/*/*.ipynb"):
         name = notebook.relative_to(REPO).as_posix()
         assert name in page, f"the front page does not list {name}"
