@@ -8,7 +8,8 @@ attention and the bidirectional encoder, Luong, Pham & Manning (2015) for dot-pr
 in beam search, and Yao & Zweig (2015) and Toshniwal & Livescu (2016) for seq2seq
 grapheme-to-phoneme conversion. Equation labels are the book's (``book/seq2seq.md``). Shape
 letters: ``B`` batch, ``S`` source length (letters), ``T`` target length (phones), ``D`` width of
-the encoder states (keys), ``H`` decoder width, ``V`` vocabulary size, ``K`` beam size.
+the encoder states (keys), ``H`` decoder width, ``V`` vocabulary size, ``K`` the beam size
+(the book's b).
 
 The model (:class:`Seq2Seq`)::
 
@@ -21,8 +22,8 @@ The model (:class:`Seq2Seq`)::
                     = v^T tanh(W_1 s_t + W_2 k_j)   additive (Bahdanau)               (att-score)
     a_tj = exp(score_tj) / sum_{j' not masked} exp(score_tj')   masked softmax        (att-context)
     c_t = sum_j a_tj k_j                        context vector, (B, D)                (att-context)
-    o_t = tanh(W_c [c_t ; s_t]);  P(y_t | y_<t, x) = softmax(W_o o_t)                 (s2s-dec)
-    L = -(1/N) sum_{b, t not padding} log P(y_t | y_<t, x)    teacher forcing         (s2s-loss)
+    s~_t = tanh(W_c [c_t ; s_t]);  P(y_t | y_<t, x) = softmax(W_o s~_t)                 (s2s-dec)
+    L = -(1/N) sum_{i, t not padding} log P(y_t | y_<t, x)    teacher forcing         (s2s-loss)
 
 ``RNN`` is chapter 4's GRU (``cell="gru"``, the default) or LSTM (``cell="lstm"``; the decoder's
 memory cell starts at 0). Without attention (``attention="none"``) the context is the same fixed
@@ -59,7 +60,7 @@ Deliberate departures, stated plainly:
   layer), each direction ``H/2`` wide so that the keys have the decoder's width ``D = H`` and the
   dot product is defined. One decoder layer. No input feeding (Luong et al.'s feeding of
   ``o_{t-1}`` into the next step). Dropout (off by default) only on the embeddings, between
-  encoder layers and on ``o_t``.
+  encoder layers and on ``s~_t``.
 * Padding is ``<pad>`` = 0 at the end of a sequence; the backward encoder reads each word reversed
   within its own length, so padding never reaches a real position, and attention masks it.
 * The output layer never predicts ``<pad>`` or ``<s>`` (their scores are ``-inf``), so every
@@ -400,7 +401,7 @@ class Seq2Seq(nn.Module):
     context is also an input of the recurrent step, eq. (s2s-bahdanau)), and ``enc_layers``
     stacked bidirectional encoder layers (1 by default). ``dropout`` (0 by default; the recorded
     run uses it) zeroes a share of the letter and phone embeddings, of the inputs of encoder
-    layers above the first and of ``o_t`` while training. ``src`` is (B, S) letter ids padded
+    layers above the first and of ``s~_t`` while training. ``src`` is (B, S) letter ids padded
     with 0.
 
     The options are chosen once, here: the cell picks the layers (the decoder's is a
@@ -461,7 +462,7 @@ class Seq2Seq(nn.Module):
         }[placement]
 
     def _drop(self, x: Tensor) -> Tensor:
-        """Dropout (only while training) on the embeddings, between encoder layers and on ``o_t``;
+        """Dropout (only while training) on the embeddings, between encoder layers and on ``s~_t``;
         0 by default."""
         return F.dropout(x, self.dropout, self.training)
 
