@@ -53,6 +53,20 @@ def run_nbgrader(*args: str, root: Path | None = None) -> subprocess.CompletedPr
     return result
 
 
+COURSE_FILES = ("nbgrader_config.py", "course_nbgrader.py", "templates")  # a course's configuration
+
+
+def copy_configuration(folder: Path) -> None:
+    """Copy the course's nbgrader configuration (with its preprocessors and feedback template) to
+    ``folder``, the ``autograder/`` of another course root (a test's, the benchmark's)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in COURSE_FILES:
+        if (CONFIG_DIR / name).is_dir():
+            shutil.copytree(CONFIG_DIR / name, folder / name, dirs_exist_ok=True)
+        else:
+            shutil.copy(CONFIG_DIR / name, folder / name)
+
+
 def notebook_path(folder: Path, assignment: str) -> Path:
     """The one notebook of an assignment folder (each assignment has exactly one)."""
     notebooks = sorted((folder / assignment).glob("*.ipynb"))

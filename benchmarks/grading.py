@@ -96,8 +96,7 @@ def make_course(root: Path, students: dict) -> None:
     import nbformat
 
     (root / "autograder").mkdir(parents=True)
-    for name in ("nbgrader_config.py", "course_nbgrader.py"):
-        shutil.copy(REPO / "autograder" / name, root / "autograder" / name)
+    grading.copy_configuration(root / "autograder")
     shutil.copytree(REPO / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
     for student, nb in students.items():
         folder = root / "autograder" / "submitted" / student / ASSIGNMENT

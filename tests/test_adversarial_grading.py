@@ -37,7 +37,7 @@ import pytest
 from adversarial import GRADED, Kind, Target, kinds
 from adversarial.escape import MARKER
 from adversarial.listener import Listener
-from adversarial.notebooks import NOTEBOOK, REPO
+from adversarial.notebooks import NOTEBOOK, REPO, grading
 
 pytestmark = pytest.mark.slow  # grades about 60 submissions with Dask (a few minutes)
 
@@ -66,8 +66,7 @@ def make_course(root: Path) -> Path:
     """A course at ``root`` as nbgrader lays it out: ``autograder/`` with the configuration,
     ``solutions/`` with both assignments; the gradebook is made by the grader."""
     (root / "autograder").mkdir(parents=True)
-    for name in ("nbgrader_config.py", "course_nbgrader.py"):
-        shutil.copy(REPO / "autograder" / name, root / "autograder" / name)
+    grading.copy_configuration(root / "autograder")
     for assignment in NOTEBOOK:
         shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
     return root
