@@ -27,7 +27,18 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from adversarial import ALL, REJECTED, Kind, Target, kinds
+from adversarial import (
+    ALL,
+    FLAGGED,
+    REJECTED,
+    Kind,
+    Target,
+    escape,
+    interpreter,
+    kinds,
+    limits,
+    noise,
+)
 from adversarial.escape import MARKER
 from adversarial.listener import Listener
 from adversarial.notebooks import NOTEBOOK, REPO, filled, points, source, to_bytes
@@ -124,14 +135,35 @@ def test_each_maker_makes_what_it_says(kind: Kind, target: Target):
     for cell in nb.cells:
         if is_solution(cell):
             ast.parse(cell.source)  # every solution cell is Python
-    if submission.name != NOTEBOOK[kind.assignment]:
-        assert kind.broken == ALL
+    if submission.name != NOTEBOOK[kind.assignment]:  # graded all the same, and flagged
+        assert kind.broken == () and kind.statuses == FLAGGED
     solutions = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_solution(c)}
     wanted = {
         c.metadata["nbgrader"]["grade_id"] for c in source(kind.assignment).cells if is_solution(c)
     }
     if kind.broken == ():  # full marks: every part's solution cell is there, by grade_id
-        assert solutions == wanted
+        assert solutions == wanted or kind.statuses == FLAGGED  # or renamed, and flagged
+
+
+CODE_ATTACKS = [k for m in (escape, interpreter, limits, noise) for k in m.KINDS]
+
+
+@pytest.mark.parametrize("kind", CODE_ATTACKS, ids=lambda k: k.student)
+def test_each_code_attack_sits_in_a_solution_cell(kind: Kind, target: Target):
+    """Issue 28, fault 7: an attack placed in a test cell or a scratch cell is never run by the
+    grader, so its zero (or its full marks) would prove nothing about the sandbox. Each kind of
+    code attack differs from the honest full notebook in solution cells only, which both routes
+    run."""
+    nb = nbformat.reads(kind.make(target).data.decode("utf-8"), as_version=4)
+    honest = filled(kind.assignment)
+    assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells] == [
+        c.metadata.get("nbgrader", {}).get("grade_id") for c in honest.cells
+    ], "the attack adds, removes or moves cells"
+    pairs = enumerate(zip(nb.cells, honest.cells, strict=True))
+    changed = [i for i, (cell, same) in pairs if cell.source != same.source]
+    assert changed, "the attack changes no cell"
+    for i in changed:
+        assert is_solution(nb.cells[i]), f"cell {i} changed but is not a solution cell"
 
 
 def is_solution(cell) -> bool:
