@@ -475,6 +475,24 @@ def write_autograded(
         (dest / "timestamp.txt").unlink()
 
 
+def printed_path(course: Course, assignment: str, student: str) -> Path:
+    """Where :func:`write_output` puts what a student's code printed: ``autograded/<student>/
+    <assignment>-printed.txt``, beside the assignment's folder, not in it (nbgrader's feedback
+    copies every file of that folder to the student)."""
+    folder = course.folder(course.coursedir.autograded_directory, student, assignment)
+    return folder.parent / f"{assignment}-printed.txt"
+
+
+def write_output(course: Course, assignment: Assignment, sub: Submission, text: str) -> None:
+    """Write what the student's code printed while graded, for the instructor; remove an earlier
+    file when it printed nothing."""
+    path = printed_path(course, assignment.name, sub.student)
+    if text:
+        path.write_text(text, encoding="utf-8")
+    elif path.exists():
+        path.unlink()
+
+
 def generate_feedback(course: Course, assignment: Assignment, students: Sequence[str]) -> str:
     """nbgrader's ``generate_feedback`` (with the course's configuration) for ``students``'
     autograded notebooks; returns "" or what went wrong."""
@@ -609,6 +627,7 @@ class Recorder:
             shown_result = dict(result, reasons=[*result["reasons"], f"not shown: {error}"])
             nb, unanswered = autograded_notebook(assignment, shown, shown_result)
             write_autograded(self.course, assignment, sub, nb)
+        write_output(self.course, assignment, sub, str(result.get("output", "")))
         gradebook_writer.record(
             self.gb,
             result,

@@ -82,6 +82,7 @@ class SubmissionResult:
     student_seconds: float  # wall-clock spent inside the student's code (cells + calls)
     isolation: str  # how the student's code was isolated, in words
     isolation_kind: IsolationKind = "not run"
+    output: str = ""  # the start of what the student's code printed while graded
 
     @property
     def score(self) -> float:

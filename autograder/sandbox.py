@@ -62,6 +62,8 @@ from autograder.results import (
 )
 from autograder.worker import GRACE, SandboxStop, Worker
 
+PRINTED = 8000  # characters kept of what a submission's code printed (the instructor may read it)
+
 __all__ = [
     "Limits",
     "PartResult",
@@ -108,6 +110,7 @@ class _Grader:
         self.reasons: list[str] = list(program.reasons)
         self.needs_review = program.needs_review
         self.unstartable = ""  # why no worker can be started (then no part tries again)
+        self.printed = ""  # the start of what the student's code printed, every worker together
 
     # -- the clock: a call or cell gets call_seconds, the whole submission notebook_seconds
 
@@ -156,9 +159,7 @@ class _Grader:
             except SandboxStop as stop:
                 self.student_seconds += self.limits.call_seconds if self.worker.cell >= 0 else 0
                 cell = self.worker.cell
-                self.worker.stop()
-                said = self.worker.output.kept.decode("utf-8", "replace")[-2000:].strip()
-                self.worker = None
+                said = self.worker_printed()[-2000:].strip()
                 if not 0 <= cell < len(indices):
                     self.unstartable = f"the worker could not start: {stop.reason}" + (
                         f"; it printed: {said}" if said else ""
@@ -215,9 +216,18 @@ class _Grader:
         return call_in_process(function, args)
 
     def stop(self) -> None:
-        if self.worker is not None:
-            self.worker.stop()
-            self.worker = None
+        self.worker_printed()
+
+    def worker_printed(self) -> str:
+        """Stop the worker (if any) and keep the start of what the student's code printed in it
+        (:data:`PRINTED` characters per submission); returns what this worker printed."""
+        if self.worker is None:
+            return ""
+        self.worker.stop()
+        said = self.worker.output.kept.decode("utf-8", "replace")
+        self.printed = (self.printed + said)[:PRINTED]
+        self.worker = None
+        return said
 
     # -- one test cell
 
@@ -326,7 +336,7 @@ def grade_submission(
     return SubmissionResult(
         assignment, student, notebook_name, checksum, parts, status, reasons,
         status in REVIEWED, time.monotonic() - started, grader.student_seconds,
-        isolation.words, isolation.kind,
+        isolation.words, isolation.kind, grader.printed,
     )  # fmt: skip
 
 

@@ -131,6 +131,7 @@ class Worker:
         python = [
             sys.executable,
             "-I",
+            "-u",  # unbuffered: what a worker printed before it was killed is kept
             "-B",
             f"{script}/student_worker.py",
             f"{script}/program.json",

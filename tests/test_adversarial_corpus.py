@@ -41,7 +41,7 @@ from adversarial import (
 )
 from adversarial.escape import MARKER
 from adversarial.listener import Listener
-from adversarial.notebooks import NOTEBOOK, REPO, filled, points, source, to_bytes
+from adversarial.notebooks import NOTEBOOK, REPO, canary, filled, points, source, to_bytes
 
 TESTS = Path(__file__).resolve().parent
 KINDS = kinds()
@@ -154,16 +154,27 @@ def test_each_code_attack_sits_in_a_solution_cell(kind: Kind, target: Target):
     grader, so its zero (or its full marks) would prove nothing about the sandbox. Each kind of
     code attack differs from the honest full notebook in solution cells only, which both routes
     run."""
+    changed = changed_solution_cells(kind, target)
+    assert changed, "the attack changes no cell"
+    for grade_id, code in changed.items():  # and says, as it runs, that it ran
+        assert canary(kind.assignment, grade_id) in code, f"{grade_id} writes no canary"
+
+
+def changed_solution_cells(kind: Kind, target: Target) -> dict[str, str]:
+    """``{grade_id: code}`` of the cells where ``kind`` differs from the honest full notebook,
+    all of them solution cells (asserted)."""
     nb = nbformat.reads(kind.make(target).data.decode("utf-8"), as_version=4)
     honest = filled(kind.assignment)
-    assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells] == [
-        c.metadata.get("nbgrader", {}).get("grade_id") for c in honest.cells
-    ], "the attack adds, removes or moves cells"
-    pairs = enumerate(zip(nb.cells, honest.cells, strict=True))
-    changed = [i for i, (cell, same) in pairs if cell.source != same.source]
-    assert changed, "the attack changes no cell"
-    for i in changed:
-        assert is_solution(nb.cells[i]), f"cell {i} changed but is not a solution cell"
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert ids == [c.metadata.get("nbgrader", {}).get("grade_id") for c in honest.cells], (
+        "the attack adds, removes or moves cells"
+    )
+    changed = {}
+    for cell, same in zip(nb.cells, honest.cells, strict=True):
+        if cell.source != same.source:
+            assert is_solution(cell), f"{cell.metadata} changed but is not a solution cell"
+            changed[cell.metadata["nbgrader"]["grade_id"]] = cell.source
+    return changed
 
 
 def is_solution(cell) -> bool:

@@ -680,3 +680,14 @@ def test_a_worker_that_writes_a_huge_message_to_the_pipe_costs_its_part_and_is_f
     assert result.needs_review
     assert points(result)["test_kn_bigram_prob"] == 3
     assert time.monotonic() - started < 60
+
+
+def test_what_the_students_code_printed_comes_back_with_the_result():
+    # the instructor reads it (and the adversarial corpus reads its canaries from it), across
+    # the restart after a part that broke a limit
+    code = grading.solution_code("01-ngrams")
+    code["count_ngrams"] = "print('counting, as a cell')\n" + code["count_ngrams"]
+    code["mle_prob"] = "import os\ndef mle_prob(counts, context, word):\n    os._exit(3)\n"
+    result = grade("01-ngrams", code, FAST)
+    assert result.output.count("counting, as a cell") >= 2  # the first worker, and the restart
+    assert len(result.output) <= sandbox.PRINTED
