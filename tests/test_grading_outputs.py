@@ -84,3 +84,14 @@ def test_the_summary_counts_add_up():
     for student in ("ben", "cal", "dan"):
         assert any(line.strip().startswith(f"{student} (") for line in lines), lines
     assert lines[-1] == "CSV:       /tmp/grades.csv"
+
+
+def test_a_course_that_cannot_be_graded_is_a_message_not_a_traceback(tmp_path, capsys):
+    # issue 31: library functions raise CourseError; main turns it into the message and status 2
+    with pytest.raises(classgrader.CourseError, match="no nbgrader_config.py"):
+        classgrader.load_course(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        classgrader.main(["grade", "01-ngrams", "--course", str(tmp_path)])
+    assert stopped.value.code == 2
+    said = capsys.readouterr().err
+    assert "no nbgrader_config.py" in said and "Traceback" not in said
