@@ -290,6 +290,42 @@ def test_feedback_renders_math_with_no_network(graded_class):
     for src in mathjax:  # each resolves, from the page's folder, to a file that is there
         assert (feedback / "full" / ASSIGNMENT / src).resolve().is_file(), src
     assert "inlineMath" in page  # $...$ is math, as in the notebook
+    typeset_offline(feedback, f"full/{ASSIGNMENT}/{NOTEBOOK.replace('.ipynb', '.html')}")
+
+
+def typeset_offline(folder: Path, page: str) -> None:
+    """Open ``folder/page`` in Chromium, served on localhost with every other request aborted, and
+    check that MathJax typeset its formulas (skipped where no browser runs, as the book's test)."""
+    import functools
+    import http.server
+    import threading
+
+    from test_browser import ARGS, CHROMIUM, QuietHandler, sync_playwright
+
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright()() as p:
+            try:
+                browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            except Exception as error:  # noqa: BLE001 - a browser that cannot start: a skip
+                pytest.skip(f"chromium does not start: {error}")
+            tab = browser.new_page()
+            local = re.compile(r"https?://127\.0\.0\.1[:/]")
+            tab.route("**/*", lambda r: r.continue_() if local.match(r.request.url) else r.abort())
+            tab.goto(f"http://127.0.0.1:{server.server_address[1]}/{page}")
+            tab.wait_for_function(
+                "() => window.MathJax && MathJax.startup && MathJax.startup.promise"
+            )
+            typeset = tab.evaluate(
+                "() => MathJax.startup.promise.then("
+                "() => document.querySelectorAll('mjx-container').length)"
+            )
+            browser.close()
+    finally:
+        server.shutdown()
+    assert typeset > 0, "no formula was typeset"
 
 
 def test_feedback_shows_the_message_and_nothing_else(graded_class):
