@@ -62,8 +62,6 @@ from autograder.results import (
 )
 from autograder.worker import GRACE, SandboxStop, Worker
 
-PRINTED = 8000  # characters kept of what a submission's code printed (the instructor may read it)
-
 __all__ = [
     "Limits",
     "PartResult",
@@ -220,12 +218,12 @@ class _Grader:
 
     def worker_printed(self) -> str:
         """Stop the worker (if any) and keep the start of what the student's code printed in it
-        (:data:`PRINTED` characters per submission); returns what this worker printed."""
+        (``output_bytes`` characters per submission, as per worker); returns what it printed."""
         if self.worker is None:
             return ""
         self.worker.stop()
         said = self.worker.output.kept.decode("utf-8", "replace")
-        self.printed = (self.printed + said)[:PRINTED]
+        self.printed = (self.printed + said)[: self.limits.output_bytes]
         self.worker = None
         return said
 

@@ -690,4 +690,4 @@ def test_what_the_students_code_printed_comes_back_with_the_result():
     code["mle_prob"] = "import os\ndef mle_prob(counts, context, word):\n    os._exit(3)\n"
     result = grade("01-ngrams", code, FAST)
     assert result.output.count("counting, as a cell") >= 2  # the first worker, and the restart
-    assert len(result.output) <= sandbox.PRINTED
+    assert len(result.output) <= FAST.output_bytes
