@@ -312,6 +312,7 @@ def typeset_offline(folder: Path, page: str) -> None:
             except Exception as error:  # noqa: BLE001 - a browser that cannot start: a skip
                 pytest.skip(f"chromium does not start: {error}")
             tab = browser.new_page()
+            tab.set_default_timeout(180_000)  # a busy machine: 2 MB of MathJax to read and run
             local = re.compile(r"https?://127\.0\.0\.1[:/]")
             tab.route("**/*", lambda r: r.continue_() if local.match(r.request.url) else r.abort())
             tab.goto(f"http://127.0.0.1:{server.server_address[1]}/{page}")
