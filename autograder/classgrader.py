@@ -64,23 +64,25 @@ from typing import Any
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
+from autograder.results import (
+    DEFAULT_LIMITS,
+    REVIEWED,
+    STATUSES,
+    Limits,
+    PartStatus,
+    Status,
+    SubmissionResult,
+    zero_parts,
+)
+
 HERE = Path(__file__).resolve().parent  # the default course folder: the one with nbgrader_config.py
-SUBMISSION_MB = 100  # a handed-in file larger than this is not sent (Limits.submission_mb)
-STATUSES = ("graded", "zero", "timed_out", "crashed", "rejected", "needs_review")
-LIMIT_FLAGS = {  # command-line flag -> field of autograder.sandbox.Limits
-    "memory_mb": int,
-    "processes": int,
-    "file_size_mb": int,
-    "output_bytes": int,
-    "cpu_seconds": int,
-    "call_seconds": float,
-    "notebook_seconds": float,
-    "submission_mb": int,
-}
 # A busy machine (a class graded beside other work) may leave a worker unanswered for longer than
 # Dask's defaults (30 s) allow; a file of 50 MB or more takes a while to send.
 PATIENT = {"distributed.comm.timeouts.connect": "120s", "distributed.comm.timeouts.tcp": "600s"}
-ENAMES = {  # how a part that scored nothing shows in the autograded notebook and the feedback
+# The memory of each local Dask worker (the grader's own process; the sandbox limits each student):
+# a message is bounded on the wire, and this bounds the grader if anything else grows.
+WORKER_MEMORY = "4GiB"
+ENAMES: dict[PartStatus, str] = {  # how a part that scored nothing shows in the feedback
     "failed": "CheckFailed",
     "error": "Error",
     "timed_out": "TimedOut",
@@ -91,6 +93,11 @@ ENAMES = {  # how a part that scored nothing shows in the autograded notebook an
 
 
 # ------------------------------------------------------------------------------ the course
+
+
+class CourseError(Exception):
+    """The course or assignment cannot be graded as asked (the message says what to do);
+    :func:`main` prints it and exits with status 2."""
 
 
 @dataclass
@@ -124,7 +131,7 @@ def load_course(
 
     config_dir = Path(config_dir).resolve()
     if not (config_dir / "nbgrader_config.py").is_file():
-        raise SystemExit(
+        raise CourseError(
             f"no nbgrader_config.py in {config_dir} (give the course folder: --course)"
         )
     # nbgrader runs the `alembic` script installed beside python when it creates a gradebook
@@ -181,9 +188,9 @@ def prepare_assignment(course: Course, name: str) -> Assignment:
     folder = course.folder(course.coursedir.source_directory, ".", name)
     notebooks = sorted(folder.glob("*.ipynb"))
     if not notebooks:
-        raise SystemExit(f"assignment {name!r}: no notebook in {folder}")
+        raise CourseError(f"assignment {name!r}: no notebook in {folder}")
     if len(notebooks) > 1:
-        raise SystemExit(
+        raise CourseError(
             f"assignment {name!r}: the class grader grades one notebook per assignment, "
             f"{folder} has {len(notebooks)}: {', '.join(p.name for p in notebooks)}"
         )
@@ -224,7 +231,7 @@ def find_submissions(
     course: Course,
     assignment: Assignment,
     students: Sequence[str] = (),
-    max_mb: int = SUBMISSION_MB,
+    max_mb: int = DEFAULT_LIMITS.submission_mb,
 ) -> list[Submission]:
     """Every student folder ``submitted/<student>/<assignment>/``, sorted by student id."""
     step = course.coursedir.submitted_directory
@@ -243,7 +250,7 @@ def find_submissions(
 
 
 def read_submission(
-    student: str, folder: Path, assignment: Assignment, max_mb: int = SUBMISSION_MB
+    student: str, folder: Path, assignment: Assignment, max_mb: int = DEFAULT_LIMITS.submission_mb
 ) -> Submission:
     """Read the notebook a student handed in (the expected name first, else the only notebook)."""
     stamp = folder / "timestamp.txt"
@@ -282,31 +289,14 @@ def read_submission(
     return sub
 
 
-def local_result(assignment: Assignment, sub: Submission, status: str, reason: str) -> dict:
+def local_result(assignment: Assignment, sub: Submission, status: Status, reason: str) -> dict:
     """A result for a submission that no worker grades: every part 0."""
-    parts = [
-        {
-            "grade_id": gid,
-            "points": 0.0,
-            "max_points": points,
-            "status": "missing",
-            "message": reason,
-        }
-        for gid, points in assignment.test_cells()
-    ]
-    return {
-        "assignment": assignment.name,
-        "student": sub.student,
-        "notebook": sub.name,
-        "checksum": sub.checksum,
-        "parts": parts,
-        "status": status,
-        "reasons": [reason],
-        "needs_review": status != "zero",
-        "seconds": 0.0,
-        "student_seconds": 0.0,
-        "isolation": "not run",
-    }
+    parts = zero_parts(assignment.test_cells(), "missing", reason)
+    result = SubmissionResult(
+        assignment.name, sub.student, sub.name, sub.checksum, parts, status, [reason],
+        status in REVIEWED, 0.0, 0.0, "not run",
+    )  # fmt: skip
+    return result.as_dict()
 
 
 # ------------------------------------------------------------------------------ the Dask task
@@ -329,7 +319,7 @@ def grade_task(
     the same signature; it gets ``limits`` as a dict)."""
     with _one_at_a_time:
         if grade_function is None:
-            from autograder.sandbox import Limits, grade_submission
+            from autograder.sandbox import grade_submission
 
             grade: Callable = grade_submission
             bounds: Any = Limits(**limits)
@@ -368,7 +358,7 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",  # any free port: several graders may run on one machine
-            memory_limit=0,  # the sandbox limits each student; the nanny must not kill graders
+            memory_limit=WORKER_MEMORY,
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as client,
@@ -485,6 +475,24 @@ def write_autograded(
         (dest / "timestamp.txt").unlink()
 
 
+def printed_path(course: Course, assignment: str, student: str) -> Path:
+    """Where :func:`write_output` puts what a student's code printed: ``autograded/<student>/
+    <assignment>-printed.txt``, beside the assignment's folder, not in it (nbgrader's feedback
+    copies every file of that folder to the student)."""
+    folder = course.folder(course.coursedir.autograded_directory, student, assignment)
+    return folder.parent / f"{assignment}-printed.txt"
+
+
+def write_output(course: Course, assignment: Assignment, sub: Submission, text: str) -> None:
+    """Write what the student's code printed while graded, for the instructor; remove an earlier
+    file when it printed nothing."""
+    path = printed_path(course, assignment.name, sub.student)
+    if text:
+        path.write_text(text, encoding="utf-8")
+    elif path.exists():
+        path.unlink()
+
+
 def generate_feedback(course: Course, assignment: Assignment, students: Sequence[str]) -> str:
     """nbgrader's ``generate_feedback`` (with the course's configuration) for ``students``'
     autograded notebooks; returns "" or what went wrong."""
@@ -520,11 +528,14 @@ class Summary:
     phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of each step
     coordinator_seconds: float = 0.0  # wall-clock spent recording results (autograded + gradebook)
     feedback_problems: str = ""
+    outputs: dict[str, Path] = field(default_factory=dict)  # where each output went, by name
 
     def counts(self) -> Counter:
         return Counter(r["status"] for r in self.results.values())
 
     def text(self) -> str:
+        """The run in words: one line per status (they add up to the submissions graded), the
+        reasons of every submission flagged for review, and where the outputs went."""
         n = len(self.results)
         rate = f", {n / self.seconds * 60:.1f} per minute" if n and self.seconds else ""
         lines = [
@@ -533,22 +544,13 @@ class Summary:
         ]
         counts = self.counts()
         for status in STATUSES:
-            who = sorted(s for s, r in self.results.items() if r["status"] == status)
-            lines.append(f"  {status.replace('_', ' '):13s} {len(who):4d}")
-            if status != "graded":
-                for student in who:
-                    reasons = "; ".join(self.results[student]["reasons"]) or "no part passed"
-                    lines.append(f"      {student}: {reasons}")
-        review = sorted(
-            s
-            for s, r in self.results.items()
-            if r["needs_review"] and r["status"] != "needs_review"
-        )
-        if review:
-            lines.append(f"  also flagged for review: {', '.join(review)} (see the reasons above)")
-        other = sum(counts[s] for s in counts if s not in STATUSES)
-        if other:
-            lines.append(f"  other status   {other:4d}")
+            lines.append(f"  {status.replace('_', ' '):13s} {counts[status]:4d}")
+        review = sorted(s for s, r in self.results.items() if r["needs_review"])
+        lines.append(f"  for review    {len(review):4d}" + (" (why:)" if review else ""))
+        for student in review:
+            result = self.results[student]
+            reasons = "; ".join(result["reasons"]) or "no reason recorded"
+            lines.append(f"      {student} ({result['status'].replace('_', ' ')}): {reasons}")
         lines.append(
             f"  not graded    {len(self.failed):4d}"
             + (" (run again to grade them)" if self.failed else "")
@@ -561,7 +563,139 @@ class Summary:
             steps = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
             per = self.coordinator_seconds / max(1, n)
             lines.append(f"  time: {steps}; recording {per:.2f} s per result")
+        for name, path in self.outputs.items():
+            lines.append(f"{name + ':':11s}{path}")
         return "\n".join(lines)
+
+
+class Phases:
+    """Wall-clock seconds of each step of a run, in the order they happen."""
+
+    def __init__(self, into: dict[str, float]):
+        self.into, self.since = into, time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.into[name] = self.into.get(name, 0.0) + now - self.since
+        self.since = now
+
+
+def to_grade(
+    course: Course, assignment: Assignment, subs: list[Submission], gb: Any, regrade: bool
+) -> tuple[list[Submission], list[str]]:
+    """The submissions to grade, and the students skipped: graded before, from a file with the
+    same checksum, with the autograded notebook still there (unless ``regrade``)."""
+    from autograder import gradebook_writer
+
+    done = gradebook_writer.recorded(gb, assignment.name)
+    todo, skipped = [], []
+    for sub in subs:
+        autograded = course.folder(
+            course.coursedir.autograded_directory, sub.student, assignment.name
+        )
+        old = done.get(sub.student)
+        fresh = old is not None and old.checksum == sub.checksum
+        if fresh and not regrade and (autograded / assignment.notebook).is_file():
+            skipped.append(sub.student)
+        else:
+            todo.append(sub)
+    return todo, skipped
+
+
+@dataclass
+class Recorder:
+    """The coordinator's one writer: the autograded notebook and the gradebook, per result."""
+
+    course: Course
+    assignment: Assignment
+    gb: Any
+    summary: Summary
+
+    def record(self, sub: Submission, result: dict) -> None:
+        began = time.monotonic()
+        from autograder import gradebook_writer
+
+        assignment = self.assignment
+        result.update(assignment=assignment.name, student=sub.student, checksum=sub.checksum)
+        result["notebook"] = sub.name or result.get("notebook", "")
+        result["reasons"] = [*result.get("reasons", []), *sub.notes]
+        try:
+            nb, unanswered = autograded_notebook(assignment, sub, result)
+            write_autograded(self.course, assignment, sub, nb)
+        except Exception as error:  # a notebook nbformat cannot write back: show the release
+            shown = Submission(sub.student, sub.folder, sub.name, b"", "", sub.timestamp)
+            shown_result = dict(result, reasons=[*result["reasons"], f"not shown: {error}"])
+            nb, unanswered = autograded_notebook(assignment, shown, shown_result)
+            write_autograded(self.course, assignment, sub, nb)
+        write_output(self.course, assignment, sub, str(result.get("output", "")))
+        gradebook_writer.record(
+            self.gb,
+            result,
+            notebook_id=assignment.notebook_id,
+            timestamp=sub.timestamp,
+            unanswered=unanswered,
+            config=self.course.config,
+        )
+        self.summary.results[sub.student] = result
+        self.summary.coordinator_seconds += time.monotonic() - began
+
+
+def grade_on_dask(
+    dask: Any,
+    assignment: Assignment,
+    subs: list[Submission],
+    recorder: Recorder,
+    *,
+    limits: dict,
+    progress: bool,
+    grade_function: Callable | None,
+    on_result: Callable[[dict, Any], None] | None,
+) -> None:
+    """One task per submission; each result recorded as it arrives."""
+    from distributed import as_completed
+
+    summary = recorder.summary
+    bar = _progress(len(subs), progress)
+    source = dask.scatter(assignment.source, broadcast=False)
+    futures = {}
+    for sub in subs:
+        try:
+            data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
+            future = dask.submit(
+                grade_task,
+                data,
+                sub.name,
+                source,
+                assignment.name,
+                sub.student,
+                limits,
+                assignment.notebook,
+                grade_function,
+                key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
+                pure=False,
+            )
+        except Exception as error:  # the file could not be sent: the others go on
+            summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
+            bar.update(1)
+            continue
+        futures[future.key] = (future, sub)
+    for future in as_completed([f for f, _ in futures.values()]):
+        sub = futures[future.key][1]
+        if future.status == "finished":
+            result = future.result()
+            try:
+                recorder.record(sub, result)
+            except Exception as error:  # nothing was recorded (one transaction)
+                summary.failed[sub.student] = f"not recorded: {error!r}"
+            else:
+                if on_result is not None:
+                    on_result(result, dask)
+        else:
+            error = future.exception()
+            summary.failed[sub.student] = f"{type(error).__name__}: {error}"
+        future.release()
+        bar.update(1)
+    bar.close()
 
 
 def grade_assignment(
@@ -582,123 +716,49 @@ def grade_assignment(
 ) -> Summary:
     """Grade every (or each named) student's submission of ``assignment_name``; see the module
     docstring. ``client`` is an existing Dask client (else one is made from ``scheduler`` or
-    ``workers``); ``limits`` maps fields of ``autograder.sandbox.Limits`` to values;
+    ``workers``); ``limits`` maps fields of :class:`autograder.results.Limits` to values;
     ``on_result(result, client)`` is called in the coordinator after each result is recorded."""
-    from distributed import as_completed
-
     from autograder import gradebook_writer
 
     start = time.monotonic()
-    clock = [start]
-
-    def phase(name: str) -> None:
-        now = time.monotonic()
-        summary.phases[name] = summary.phases.get(name, 0.0) + now - clock[0]
-        clock[0] = now
-
     summary = Summary(assignment_name)
+    phases = Phases(summary.phases)
+    limits = dict(limits or {})
     assignment = prepare_assignment(course, assignment_name)
-    max_mb = int((limits or {}).get("submission_mb", SUBMISSION_MB))
+    max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
     subs = find_submissions(course, assignment, students, max_mb)
     gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
     try:
-        done = gradebook_writer.recorded(gb, assignment.name)
-        todo = []
-        for sub in subs:
-            autograded = course.folder(
-                course.coursedir.autograded_directory, sub.student, assignment.name
-            )
-            old = done.get(sub.student)
-            fresh = old is not None and old.checksum == sub.checksum
-            if fresh and not regrade and (autograded / assignment.notebook).is_file():
-                summary.skipped.append(sub.student)
-            else:
-                todo.append(sub)
-
-        def finish(sub: Submission, result: dict) -> None:
-            began = time.monotonic()
-            result.update(assignment=assignment.name, student=sub.student, checksum=sub.checksum)
-            result["notebook"] = sub.name or result.get("notebook", "")
-            result["reasons"] = [*result.get("reasons", []), *sub.notes]
-            try:
-                nb, unanswered = autograded_notebook(assignment, sub, result)
-                write_autograded(course, assignment, sub, nb)
-            except Exception as error:  # a notebook nbformat cannot write back: show the release
-                shown = Submission(sub.student, sub.folder, sub.name, b"", "", sub.timestamp)
-                shown_result = dict(result, reasons=[*result["reasons"], f"not shown: {error}"])
-                nb, unanswered = autograded_notebook(assignment, shown, shown_result)
-                write_autograded(course, assignment, sub, nb)
-            gradebook_writer.record(
-                gb,
-                result,
-                notebook_id=assignment.notebook_id,
-                timestamp=sub.timestamp,
-                unanswered=unanswered,
-                config=course.config,
-            )
-            summary.results[sub.student] = result
-            summary.coordinator_seconds += time.monotonic() - began
-
-        local = [s for s in todo if s.problem]
+        todo, summary.skipped = to_grade(course, assignment, subs, gb, regrade)
+        recorder = Recorder(course, assignment, gb, summary)
+        for sub in (s for s in todo if s.problem):  # nothing a worker could grade
+            status: Status = "zero" if sub.problem.startswith("no notebook") else "rejected"
+            recorder.record(sub, local_result(assignment, sub, status, sub.problem))
         remote = [s for s in todo if not s.problem]
-        for sub in local:
-            status = "zero" if sub.problem.startswith("no notebook") else "rejected"
-            finish(sub, local_result(assignment, sub, status, sub.problem))
-        phase("prepare")
+        phases.done("prepare")
         if remote:
             with _client(client, scheduler, workers) as dask:
-                phase("cluster start")
-                bar = _progress(len(remote), progress)
-                source = dask.scatter(assignment.source, broadcast=False)
-                futures = {}
-                for sub in remote:
-                    try:
-                        data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
-                        future = dask.submit(
-                            grade_task,
-                            data,
-                            sub.name,
-                            source,
-                            assignment.name,
-                            sub.student,
-                            dict(limits or {}),
-                            assignment.notebook,
-                            grade_function,
-                            key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
-                            pure=False,
-                        )
-                    except Exception as error:  # the file could not be sent: the others go on
-                        summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
-                        bar.update(1)
-                        continue
-                    futures[future.key] = (future, sub)
-                for future in as_completed([f for f, _ in futures.values()]):
-                    sub = futures[future.key][1]
-                    if future.status == "finished":
-                        result = future.result()
-                        try:
-                            finish(sub, result)
-                        except Exception as error:  # nothing was recorded (one transaction)
-                            summary.failed[sub.student] = f"not recorded: {error!r}"
-                        else:
-                            if on_result is not None:
-                                on_result(result, dask)
-                    else:
-                        error = future.exception()
-                        summary.failed[sub.student] = f"{type(error).__name__}: {error}"
-                    future.release()
-                    bar.update(1)
-                bar.close()
-                phase("grading")
-            phase("cluster stop")
+                phases.done("cluster start")
+                grade_on_dask(
+                    dask, assignment, remote, recorder, limits=limits, progress=progress,
+                    grade_function=grade_function, on_result=on_result,
+                )  # fmt: skip
+                phases.done("grading")
+            phases.done("cluster stop")
     finally:
         gb.close()
     summary.seconds = time.monotonic() - start
+    autograded = course.folder(course.coursedir.autograded_directory, "*", assignment.name)
+    summary.outputs["autograded"] = autograded / assignment.notebook
     if feedback and summary.results:
         summary.feedback_problems = generate_feedback(course, assignment, sorted(summary.results))
-        phase("feedback")
+        phases.done("feedback")
+        feedback_dir = course.folder(course.coursedir.feedback_directory, "*", assignment.name)
+        summary.outputs["feedback"] = feedback_dir / f"{assignment.notebook_id}.html"
+    summary.outputs["gradebook"] = Path(course.db_url)
     if csv_path is not None:
-        write_csv(course, assignment.name, csv_path, students)
+        write_csv(course, assignment, csv_path)
+        summary.outputs["CSV"] = csv_path
     return summary
 
 
@@ -727,31 +787,35 @@ def _progress(total: int, show: bool) -> Any:
     return tqdm(total=total, unit="submission", desc="grading", file=sys.stderr)
 
 
-def write_csv(course: Course, assignment: str, path: Path, students: Sequence[str] = ()) -> None:
-    """One row per student the grader recorded for ``assignment``: student, score, max, status,
-    needs review, reasons."""
+def write_csv(course: Course, assignment: Assignment, path: Path) -> None:
+    """One row per student the grader ever recorded for ``assignment`` (the whole class, whoever
+    this run graded): student, score, max, each part's points, status, needs review, isolation,
+    reasons."""
     from autograder import gradebook_writer
 
     gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
     try:
-        rows = gradebook_writer.recorded(gb, assignment)
+        rows = gradebook_writer.recorded(gb, assignment.name)
     finally:
         gb.close()
+    tests = [gid for gid, _ in assignment.test_cells()]
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["student", "score", "max", "status", "needs_review", "reasons"])
+        head = ["student", "score", "max", *tests, "status", "needs_review", "isolation"]
+        out.writerow([*head, "reasons"])
         for student in sorted(rows):
-            if students and student not in students:
-                continue
             r = rows[student]
+            points = {p.get("grade_id"): p.get("points", 0.0) for p in r.parts}
             out.writerow(
                 [
                     student,
                     f"{r.score:g}",
                     f"{r.max_score:g}",
+                    *(f"{float(points.get(gid, 0.0)):g}" for gid in tests),
                     r.status,
                     r.needs_review,
+                    r.isolation,
                     "; ".join(r.reasons),
                 ]
             )
@@ -779,19 +843,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--csv", type=Path, help="CSV path (default: <course>/grades-<assignment>.csv)")
     p.add_argument("--no-feedback", action="store_true", help="do not write feedback HTML")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    for name, kind in LIMIT_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=kind, help="sandbox limit")
+    box = p.add_argument_group("sandbox limits, per submission")
+    for name, kind, default, unit, meaning in Limits.described():
+        box.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            metavar=unit.upper() if unit in ("s", "MB") else "N",
+            help=f"{meaning} (default: {default:,} {unit})",
+        )
     args = parser.parse_args(argv)
 
-    limits = {k: getattr(args, k) for k in LIMIT_FLAGS if getattr(args, k) is not None}
+    names = [name for name, *_ in Limits.described()]
+    limits = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     bad = [f"--{k.replace('_', '-')} {v}" for k, v in limits.items() if v <= 0]
     if bad:
         parser.error(f"limits must be positive: {', '.join(bad)}")
     if args.workers is not None and args.workers < 1:
         parser.error("--workers must be at least 1")
-    course = load_course(args.course, root=args.root, db_url=args.db_url)
-    csv_path = args.csv or course.config_dir / f"grades-{args.assignment}.csv"
     try:
+        course = load_course(args.course, root=args.root, db_url=args.db_url)
+        csv_path = args.csv or course.config_dir / f"grades-{args.assignment}.csv"
         summary = grade_assignment(
             course,
             args.assignment,
@@ -804,11 +875,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             csv_path=csv_path,
             progress=not args.quiet,
         )
+    except CourseError as error:
+        parser.exit(2, f"{parser.prog}: {error}\n")
     except KeyboardInterrupt:
         print("\nstopped: every result recorded so far is in the gradebook; run again to go on")
         raise SystemExit(130) from None
     print(summary.text())
-    print(f"gradebook: {course.db_url}")
-    print(f"CSV:       {csv_path}")
     if summary.failed:
         raise SystemExit(1)

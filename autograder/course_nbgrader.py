@@ -37,9 +37,12 @@ README's instructor section and issue 11 for the sandboxed grader).
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +122,35 @@ class RestoreMissingCells(OverwriteCells):
             anchors = [i for i, grade_id in enumerate(present) if grade_id in before]
             nb.cells.insert(anchors[-1] + 1 if anchors else 0, cell)
         return nb, resources
+
+    def preprocess_cell(
+        self, cell: NotebookNode, resources: dict, cell_index: int
+    ) -> tuple[NotebookNode, dict]:
+        """Put a test cell handed in as released back to its source quietly. The gradebook's
+        checksum is the source's, taken before the hidden tests are cleared, so nbgrader would
+        report "Attribute 'checksum' ... has changed!" for every untouched test cell that has
+        hidden tests (nbgrader issue #1961); a test cell a student did change is still reported."""
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is not None and utils.is_locked(cell):
+            try:
+                source = self.gradebook.find_source_cell(
+                    grade_id, self.notebook_id, self.assignment_id
+                )
+            except Exception:  # not in the gradebook: nbgrader's own code says so
+                source = None
+            if source is not None and source.locked and cell.source == released(source.source):
+                cell.source = source.source
+        return super().preprocess_cell(cell, resources, cell_index)
+
+
+def released(source: str) -> str:
+    """A test cell's source as students get it: its hidden tests cleared as nbgrader clears them."""
+    cell = NotebookNode(source=source, cell_type="code", metadata={})
+    try:
+        ClearHiddenTests()._remove_hidden_test_region(cell)
+    except RuntimeError:  # an unmatched marker: no released form to compare with
+        return source
+    return str(cell.source)
 
 
 class TimeLimitedExecute(Execute):
@@ -282,6 +314,14 @@ class HideHiddenTests(ClearHiddenTests):
         config=True
     )
 
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, cell_index: int) -> Any:
+        """Clear the hidden tests of the test cells only: hidden tests live nowhere else, and a
+        student's cell that holds the marker text (without an END line, which makes nbgrader's
+        remover raise) is left as the student wrote it."""
+        if utils.is_grade(cell) and not utils.is_solution(cell):
+            return super().preprocess_cell(cell, resources, cell_index)
+        return cell, resources
+
 
 class StudentFeedback(NbGraderPreprocessor):
     """Feedback a student can act on: each error shows the frames in the student's own cells and
@@ -320,13 +360,81 @@ class StudentFeedback(NbGraderPreprocessor):
         return cell, resources
 
 
+class OfflineMathJax(NbGraderPreprocessor):
+    """Feedback whose formulas render with no network, as the book's pages do: MathJax 3 is copied
+    from the ``sphinx-mathjax-offline`` package (installed with the book) to ``folder`` (relative
+    to the course root, where nbgrader runs its converters) once, and the page's template
+    (``autograder/templates/feedback/mathjax.html.j2``) loads it from there."""
+
+    folder = Unicode("autograder/feedback/mathjax", help="Where MathJax is copied").tag(config=True)
+    script = "tex-svg-full.js"  # one file: the TeX input and the SVG output, no fonts to fetch
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        target = Path(self.folder) / self.script
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(mathjax_source() / self.script, target)
+        return nb, resources
+
+
+def mathjax_source() -> Path:
+    """The MathJax folder that ``sphinx-mathjax-offline`` ships (the book serves the same)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sphinx-mathjax-offline")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            "sphinx-mathjax-offline is not installed (pip install -r requirements.txt)"
+        )
+    return Path(spec.origin).parent / "static" / "mathjax"
+
+
+class ExplainedFailure(logging.Filter):
+    """Drops nbgrader's "did you forget to run generate_assignment?" and its traceback for a
+    student whose misnamed notebook :func:`file_name_check` already explained, and counts the
+    students nbgrader could not grade, for the run's last line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.explained: set[str] = set()  # submission folders, as nbgrader names them
+        self.failed: list[str] = []  # students nbgrader reported an error for
+        self.students: list[str] = []  # every student the run started
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "No notebooks found, did you forget" in text and self.explained:
+            return False  # the traceback's record says this too
+        match = re.search(r"error processing assignment '[^']*' for student '([^']*)'", text)
+        if match:
+            self.failed.append(match.group(1))
+        if "Please see the the above traceback" in text and self.explained:
+            return False
+        return True
+
+    def summary(self, assignment: str) -> str:
+        graded = len(self.students) - len(set(self.failed))
+        line = f"autograde {assignment}: {graded} of {len(self.students)} student(s) graded"
+        if self.failed:
+            line += f"; not graded (see the errors above): {', '.join(sorted(set(self.failed)))}"
+        return line
+
+
 def file_name_check(source_directory: str = "solutions") -> Callable[..., None]:
     """A ``pre_convert_hook`` for ``Autograde``: before a student is graded, compare the names of
     the notebooks handed in with the assignment's, and say plainly which file was expected and
     which was found (nbgrader then skips the unknown file and says only "did you forget to run
     generate_assignment?")."""
 
+    report = ExplainedFailure()
+    logger = get_logger()
+    logger.addFilter(report)
+    for handler in logger.handlers:
+        handler.addFilter(report)
+
     def check(assignment: str, student: str, notebooks: list[str]) -> None:
+        if not report.students:  # the run's first student: its summary is its last line
+            atexit.register(lambda: print(report.summary(assignment), file=sys.stderr))
+        report.students.append(student)
         if not notebooks:
             return
         folder = Path(notebooks[0]).parent  # <submitted>/<student>/<assignment>/
@@ -337,7 +445,8 @@ def file_name_check(source_directory: str = "solutions") -> Callable[..., None]:
         missing = [name for name in expected if name not in found]
         extra = [name for name in found if name not in expected]
         if missing:
-            get_logger().error(
+            report.explained.add(str(folder))
+            logger.error(
                 "Student '%s', assignment '%s': expected %s, found %s. Rename the handed-in "
                 "file to %s (the submission's folder is %s) and run autograde again.",
                 student_id,
@@ -348,7 +457,7 @@ def file_name_check(source_directory: str = "solutions") -> Callable[..., None]:
                 folder,
             )
         elif extra:
-            get_logger().warning(
+            logger.warning(
                 "Student '%s', assignment '%s': not graded, not part of the assignment: %s",
                 student_id,
                 assignment_id,

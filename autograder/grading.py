@@ -53,6 +53,20 @@ def run_nbgrader(*args: str, root: Path | None = None) -> subprocess.CompletedPr
     return result
 
 
+COURSE_FILES = ("nbgrader_config.py", "course_nbgrader.py", "templates")  # a course's configuration
+
+
+def copy_configuration(folder: Path) -> None:
+    """Copy the course's nbgrader configuration (with its preprocessors and feedback template) to
+    ``folder``, the ``autograder/`` of another course root (a test's, the benchmark's)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in COURSE_FILES:
+        if (CONFIG_DIR / name).is_dir():
+            shutil.copytree(CONFIG_DIR / name, folder / name, dirs_exist_ok=True)
+        else:
+            shutil.copy(CONFIG_DIR / name, folder / name)
+
+
 def notebook_path(folder: Path, assignment: str) -> Path:
     """The one notebook of an assignment folder (each assignment has exactly one)."""
     notebooks = sorted((folder / assignment).glob("*.ipynb"))
@@ -105,6 +119,7 @@ def grade(
     assignment: str,
     submissions: dict[str, nbformat.NotebookNode],
     options: Sequence[str] = (),
+    progress: bool = False,
 ) -> dict:
     """Set up a course at ``root`` (a copy of ``solutions/<assignment>``), submit, autograde
     (with the extra command-line ``options``, e.g. ``--TimeLimitedExecute.timeout=10``), write
@@ -112,18 +127,27 @@ def grade(
     score}}`` read back from the gradebook, and the CSV's path under ``"csv"``."""
     from nbgrader.api import Gradebook
 
+    started = time.monotonic()
+
+    def step(*args: str) -> None:
+        if progress:
+            print(f"[{time.monotonic() - started:5.1f} s] nbgrader {args[0]}...", flush=True)
+        run_nbgrader(*args, root=root)
+
     (root / "autograder").mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
-    run_nbgrader("generate_assignment", assignment, "--force", root=root)
+    step("generate_assignment", assignment, "--force")
     name = notebook_path(REPO / "solutions", assignment).name
     for student, nb in submissions.items():
         folder = root / "autograder" / "submitted" / student / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / name)
-    run_nbgrader("autograde", assignment, *options, root=root)
-    run_nbgrader("generate_feedback", assignment, root=root)
+    step("autograde", assignment, *options)  # a kernel per student: the slow step
+    step("generate_feedback", assignment)
     csv_path = root / "autograder" / "grades.csv"
-    run_nbgrader("export", f"--to={csv_path}", root=root)
+    step("export", f"--to={csv_path}")
+    if progress:
+        print(f"[{time.monotonic() - started:5.1f} s] done", flush=True)
 
     scores: dict = {"csv": csv_path}
     with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}") as gb:
@@ -181,7 +205,9 @@ def demo(assignment: str, folder: Path) -> None:
         shutil.rmtree(folder)  # a previous demo run, made by this script
     folder.mkdir(parents=True)
     (folder / DEMO_MARKER).write_text("made by autograder/grading.py demo; safe to delete\n")
-    scores = grade(folder, assignment, sample_submissions(assignment))
+    samples = sample_submissions(assignment)
+    print(f"grading {len(samples)} sample submissions of {assignment} in {folder}", flush=True)
+    scores = grade(folder, assignment, samples, progress=True)
     csv_path = scores.pop("csv")
     parts = [k for k in scores["full"] if k != "total"]
     print(f"{'student':10s} " + " ".join(f"{p[5:]:>17s}" for p in parts) + f" {'total':>6s}")

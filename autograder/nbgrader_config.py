@@ -14,7 +14,9 @@ trusts the students' code: it runs with the instructor's rights (see the README)
 
 import os
 import sys
+import warnings
 
+import nbgrader
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
@@ -25,6 +27,7 @@ from nbgrader.preprocessors import (
     OverwriteKernelspec,
     SaveAutoGrades,
 )
+from sqlalchemy.exc import SAWarning
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -64,6 +67,12 @@ c.Autograde.autograde_preprocessors = [
 c.RestoreMissingCells.add_missing_cells = True  # nbgrader's default is False
 c.StderrIsNotAnError.enabled = True  # nbgrader's IgnorePattern is off unless enabled
 c.Autograde.pre_convert_hook = course.file_name_check(c.CourseDirectory.source_directory)
+# nbgrader 0.9's Gradebook.add_submission builds a submission's rows before adding them to the
+# session; SQLAlchemy 2 warns about each ("Object of type <SubmittedAssignment> not in session")
+# for every student, although the rows are added just after. Exactly that warning is silenced.
+warnings.filterwarnings(
+    "ignore", r"Object of type <Submitted\w+> not in session", SAWarning, "nbgrader"
+)
 
 # Limits. `python autograder/grading.py timing` runs each solution notebook as the autograder does.
 # On 2 cores at load 5, the slowest cell (04-rnn's first test, which imports torch) took 2.7 s and
@@ -81,5 +90,13 @@ c.GenerateFeedback.preprocessors = [
     GetGrades,
     course.HideHiddenTests,
     course.StudentFeedback,
+    course.OfflineMathJax,  # the page loads MathJax from beside it, not from a CDN
     CSSHTMLHeaderPreprocessor,
+]
+c.OfflineMathJax.folder = os.path.join(c.CourseDirectory.feedback_directory, "mathjax")
+# the course's templates first (its MathJax macro), then nbgrader's feedback template
+nbgrader_templates = os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions")
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(here, "templates"),
+    os.path.join(nbgrader_templates, "formgrader", "templates"),
 ]

@@ -22,7 +22,13 @@ reading an attribute of it) asks the grader, which runs the trusted object and s
 back. To the grader it holds only builtins, with arrays and tensors written as
 ``(TAG, "ndarray"|"tensor", dtype, shape, bytes)``, which the grader reads with a restricted
 unpickler. Prints, warnings and logging go to the process's stdout and stderr, which the grader
-reads, caps and ignores: they never change a grade.
+reads, caps and ignores: they never change a grade. The wire's constants and framing are
+:mod:`autograder.protocol`'s, copied beside this file into the sandbox.
+
+Time limits: each of the student's cells and calls runs under a timer of ``call_seconds``; when
+it fires, the worker interrupts itself (``SIGINT``, as a Jupyter kernel is interrupted), so the
+cell ends with a ``KeyboardInterrupt`` reported as ``CELL_TIMEOUT`` and what it defined before is
+kept. Code that ignores the interrupt is killed by the grader a little later.
 """
 
 import collections
@@ -34,14 +40,15 @@ import os
 import pickle
 import resource
 import signal
-import struct
 import sys
 import time
 import traceback
 
-TAG = b"\x00nlpcourse-wire\x00"
-HEADER = struct.Struct(">Q")
-MAX_MESSAGE = 64 * 2**20
+try:  # in the sandbox: the copy beside this file (python -I puts no folder of it on sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from protocol import CELL_TIMEOUT, HEADER, MAX_MESSAGE, TAG, write_message
+finally:
+    del sys.path[0]
 
 
 class NotPlainAnswer(TypeError):
@@ -62,10 +69,7 @@ class Pipe:
         self.fd_in, self.fd_out = fd_in, fd_out
 
     def send(self, message) -> None:
-        data = pickle.dumps(message, protocol=4)
-        view = memoryview(HEADER.pack(len(data)) + data)
-        while view:
-            view = view[os.write(self.fd_out, view) :]
+        write_message(self.fd_out, pickle.dumps(message, protocol=4))
 
     def _read(self, n: int) -> bytes:
         chunks = io.BytesIO()
@@ -259,7 +263,37 @@ def where(err: BaseException) -> str:
     return f"line {frame.lineno} of the cell {label}"
 
 
+# ------------------------------------------------------------------------------ time limits
+
+
+class Timer:
+    """Interrupts the student's code at ``seconds`` as a Jupyter kernel is interrupted: a
+    ``SIGINT`` to itself, which Python turns into ``KeyboardInterrupt``."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.fired = False
+        signal.signal(signal.SIGALRM, self._fire)
+
+    def _fire(self, signum, frame) -> None:
+        self.fired = True
+        signal.raise_signal(signal.SIGINT)
+
+    def start(self) -> None:
+        self.fired = False
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def stop(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+TIMER: Timer
+
+
 def describe(err: BaseException) -> tuple[str, str, str]:
+    if isinstance(err, KeyboardInterrupt) and TIMER.fired:
+        message = f"interrupted at the time limit of {TIMER.seconds:g} s"
+        return CELL_TIMEOUT, message, where(err)
     try:
         message = str(err)[:4000]
     except BaseException:
@@ -272,10 +306,15 @@ def run_cells(cells: list[dict], namespace: dict) -> None:
         PIPE.send(("cell", i, "start", None, 0.0))
         error = None
         started = time.perf_counter()
+        timed = cell["kind"] != "setup"  # the course's setup cells get the notebook's time
         try:
+            if timed:
+                TIMER.start()
             exec(_compile(cell["source"], cell["label"]), namespace)
         except BaseException as err:  # SystemExit and KeyboardInterrupt too: the cell is over
             error = describe(err)
+        finally:
+            TIMER.stop()
         PIPE.send(("cell", i, "done", error, time.perf_counter() - started))
 
 
@@ -299,7 +338,11 @@ def serve(namespace: dict) -> None:
         _ANSWERS.clear()
         try:
             function = namespace[name]
-            answer = function(*unwire(args))
+            TIMER.start()
+            try:
+                answer = function(*unwire(args))
+            finally:
+                TIMER.stop()
             reply = ("answer", plain(answer))
         except BaseException as err:  # sent back as its type name, message and line
             reply = ("raised", *describe(err))
@@ -348,7 +391,7 @@ def drop_privileges(uid) -> None:
 
 
 def main() -> None:
-    global PIPE
+    global PIPE, TIMER
     program_path, fd_in, fd_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     with open(program_path, encoding="utf-8") as file:
         program = json.load(file)
@@ -356,6 +399,7 @@ def main() -> None:
     set_limits(program["limits"])
     drop_privileges(program["uid"])
     PIPE = Pipe(fd_in, fd_out)
+    TIMER = Timer(float(program["limits"]["call_seconds"]))
     sys.path.insert(0, program["view"])
     sys.argv = ["notebook"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": _Shell}

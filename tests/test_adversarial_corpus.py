@@ -27,10 +27,21 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from adversarial import ALL, REJECTED, Kind, Target, kinds
+from adversarial import (
+    ALL,
+    FLAGGED,
+    REJECTED,
+    Kind,
+    Target,
+    escape,
+    interpreter,
+    kinds,
+    limits,
+    noise,
+)
 from adversarial.escape import MARKER
 from adversarial.listener import Listener
-from adversarial.notebooks import NOTEBOOK, REPO, filled, points, source, to_bytes
+from adversarial.notebooks import NOTEBOOK, REPO, canary, filled, points, source, to_bytes
 
 TESTS = Path(__file__).resolve().parent
 KINDS = kinds()
@@ -124,14 +135,46 @@ def test_each_maker_makes_what_it_says(kind: Kind, target: Target):
     for cell in nb.cells:
         if is_solution(cell):
             ast.parse(cell.source)  # every solution cell is Python
-    if submission.name != NOTEBOOK[kind.assignment]:
-        assert kind.broken == ALL
+    if submission.name != NOTEBOOK[kind.assignment]:  # graded all the same, and flagged
+        assert kind.broken == () and kind.statuses == FLAGGED
     solutions = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_solution(c)}
     wanted = {
         c.metadata["nbgrader"]["grade_id"] for c in source(kind.assignment).cells if is_solution(c)
     }
     if kind.broken == ():  # full marks: every part's solution cell is there, by grade_id
-        assert solutions == wanted
+        assert solutions == wanted or kind.statuses == FLAGGED  # or renamed, and flagged
+
+
+CODE_ATTACKS = [k for m in (escape, interpreter, limits, noise) for k in m.KINDS]
+
+
+@pytest.mark.parametrize("kind", CODE_ATTACKS, ids=lambda k: k.student)
+def test_each_code_attack_sits_in_a_solution_cell(kind: Kind, target: Target):
+    """Issue 28, fault 7: an attack placed in a test cell or a scratch cell is never run by the
+    grader, so its zero (or its full marks) would prove nothing about the sandbox. Each kind of
+    code attack differs from the honest full notebook in solution cells only, which both routes
+    run."""
+    changed = changed_solution_cells(kind, target)
+    assert changed, "the attack changes no cell"
+    for grade_id, code in changed.items():  # and says, as it runs, that it ran
+        assert canary(kind.assignment, grade_id) in code, f"{grade_id} writes no canary"
+
+
+def changed_solution_cells(kind: Kind, target: Target) -> dict[str, str]:
+    """``{grade_id: code}`` of the cells where ``kind`` differs from the honest full notebook,
+    all of them solution cells (asserted)."""
+    nb = nbformat.reads(kind.make(target).data.decode("utf-8"), as_version=4)
+    honest = filled(kind.assignment)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert ids == [c.metadata.get("nbgrader", {}).get("grade_id") for c in honest.cells], (
+        "the attack adds, removes or moves cells"
+    )
+    changed = {}
+    for cell, same in zip(nb.cells, honest.cells, strict=True):
+        if cell.source != same.source:
+            assert is_solution(cell), f"{cell.metadata} changed but is not a solution cell"
+            changed[cell.metadata["nbgrader"]["grade_id"]] = cell.source
+    return changed
 
 
 def is_solution(cell) -> bool:

@@ -37,7 +37,8 @@ import pytest
 from adversarial import GRADED, Kind, Target, kinds
 from adversarial.escape import MARKER
 from adversarial.listener import Listener
-from adversarial.notebooks import NOTEBOOK, REPO
+from adversarial.notebooks import NOTEBOOK, REPO, canary, grading
+from test_adversarial_corpus import CODE_ATTACKS, changed_solution_cells
 
 pytestmark = pytest.mark.slow  # grades about 60 submissions with Dask (a few minutes)
 
@@ -66,8 +67,7 @@ def make_course(root: Path) -> Path:
     """A course at ``root`` as nbgrader lays it out: ``autograder/`` with the configuration,
     ``solutions/`` with both assignments; the gradebook is made by the grader."""
     (root / "autograder").mkdir(parents=True)
-    for name in ("nbgrader_config.py", "course_nbgrader.py"):
-        shutil.copy(REPO / "autograder" / name, root / "autograder" / name)
+    grading.copy_configuration(root / "autograder")
     for assignment in NOTEBOOK:
         shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
     return root
@@ -182,6 +182,24 @@ def test_every_kind_is_graded_as_the_corpus_expects(graded):
             elif row.get("status") not in GRADED and not row.get("reasons"):
                 wrong.append(f"{kind.student}: {row.get('status')} with no reason given")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_code_attack_ran_under_the_grader(graded):
+    """Issue 28, fault 7: each code attack's zero (or full marks) counts as the sandbox's doing only
+    if the attack ran. Each one writes a canary to its stdout as it starts (in every solution cell
+    it changes), which the grader keeps with the result; read back here, per student."""
+    missing = []
+    for kind in CODE_ATTACKS:
+        changed = changed_solution_cells(kind, graded["target"])
+        printed = graded["course"] / "autograder" / "autograded" / kind.student
+        path = printed / f"{kind.assignment}-printed.txt"
+        text = path.read_text() if path.exists() else ""
+        missing += [
+            f"{kind.student}: {sid}" for sid in changed if canary(kind.assignment, sid) not in text
+        ]
+    assert not missing, "attacks with no canary in their result (never ran?):\n" + "\n".join(
+        missing
+    )
 
 
 def test_honest_grades_do_not_depend_on_the_hostile_students(graded):

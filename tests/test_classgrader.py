@@ -51,20 +51,7 @@ def stand_in(data, name, source, *, assignment, student, limits, expected_name):
     cell for it (the last solution cell before the test cell in the source) no longer raises
     ``NotImplementedError``. Sleeps ``metadata["stand_in_sleep"]`` seconds first, and appends
     "start <student> <pid> <time>" to ``metadata["stand_in_log"]`` if given."""
-    if name != expected_name:
-        return {
-            "assignment": assignment,
-            "student": student,
-            "notebook": name,
-            "checksum": hashlib.sha256(data).hexdigest(),
-            "parts": [],
-            "status": "rejected",
-            "reasons": [f"expected {expected_name}, found {name}"],
-            "needs_review": True,
-            "seconds": 0.0,
-            "student_seconds": 0.0,
-            "isolation": "none: stand-in",
-        }
+    misnamed = [f"expected {expected_name}, found {name}"] if name != expected_name else []
     nb = json.loads(data)
     meta = nb.get("metadata", {})
     if meta.get("stand_in_log"):
@@ -93,15 +80,15 @@ def stand_in(data, name, source, *, assignment, student, limits, expected_name):
                 }
             )
     score = sum(p["points"] for p in parts)
-    return {
+    return {  # as grade_submission: a misnamed notebook is graded and flagged (issue 28)
         "assignment": assignment,
         "student": student,
         "notebook": name,
         "checksum": hashlib.sha256(data).hexdigest(),
         "parts": parts,
-        "status": "graded" if score else "zero",
-        "reasons": [] if score else ["no part passed"],
-        "needs_review": False,
+        "status": "needs_review" if misnamed else "graded" if score else "zero",
+        "reasons": misnamed + ([] if score else ["no part passed"]),
+        "needs_review": bool(misnamed),
         "seconds": 0.1,
         "student_seconds": 0.05,
         "isolation": "none: stand-in",
@@ -122,8 +109,7 @@ def make_course(root: Path) -> classgrader.Course:
     """A course at ``root``: the repository's nbgrader configuration, ``solutions/01-ngrams``,
     and an empty gradebook of its own."""
     (root / "autograder").mkdir(parents=True)
-    for name in ("nbgrader_config.py", "course_nbgrader.py"):
-        shutil.copy(REPO / "autograder" / name, root / "autograder" / name)
+    grading.copy_configuration(root / "autograder")
     shutil.copytree(REPO / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
     return classgrader.load_course(root / "autograder")
 
@@ -200,7 +186,7 @@ def test_two_workers_grade_a_class_into_the_gradebook(tmp_path, client):
     hand_in(tmp_path, "ana", full, stamp="2026-01-10 12:00:00.000000 UTC")
     hand_in(tmp_path, "ben", one)
     hand_in(tmp_path, "cleo", blank)
-    hand_in(tmp_path, "dan", full, name="ngrams-Copy1.ipynb")  # misnamed: graded, noted
+    hand_in(tmp_path, "dan", full, name="ngrams-Copy1.ipynb")  # misnamed, alone: graded, flagged
     (tmp_path / "autograder" / "submitted" / "eve" / ASSIGNMENT).mkdir(parents=True)  # nothing
     submitted = tmp_path / "autograder" / "submitted"
     before = file_hashes(submitted)
@@ -220,13 +206,21 @@ def test_two_workers_grade_a_class_into_the_gradebook(tmp_path, client):
     assert audit and all(events == [] for events in audit.values()), audit  # workers wrote nothing
     points = source_points()
     total, part_one = sum(points.values()), points[f"test_{first}"]  # count_ngrams, test_...
-    expected = {"ana": total, "ben": part_one, "cleo": 0.0, "dan": 0.0, "eve": 0.0}
+    expected = {"ana": total, "ben": part_one, "cleo": 0.0, "dan": total, "eve": 0.0}
     assert {s: sum(p["points"] for p in r["parts"]) for s, r in summary.results.items()} == expected
     assert summary.results["eve"]["status"] == "zero"
     assert "no notebook handed in" in summary.results["eve"]["reasons"][0]
     assert summary.results["dan"]["notebook"] == "ngrams-Copy1.ipynb"
-    assert summary.results["dan"]["status"] == "rejected"
-
+    assert summary.results["dan"]["status"] == "needs_review"
+    assert "expected ngrams.ipynb" in summary.results["dan"]["reasons"][0]
+    # the summary's counts add up (issue 28): one status each, the flagged ones all listed
+    text = summary.text()
+    counts = {line.split()[0]: int(line.split()[-1]) for line in text.splitlines()[1:7]}
+    assert sum(counts.values()) == len(expected), text
+    flagged = [s for s, r in summary.results.items() if r["needs_review"]]
+    assert f"for review    {len(flagged):4d}" in text and "dan (needs review)" in text, text
+    assert f"CSV:       {tmp_path / 'grades.csv'}" in text
+    assert "autograded:" in text and "feedback:" in text
     # nbgrader reads the gradebook back: its own export
     exported = tmp_path / "export.csv"
     grading.run_nbgrader("export", f"--to={exported}", root=tmp_path)
@@ -234,10 +228,12 @@ def test_two_workers_grade_a_class_into_the_gradebook(tmp_path, client):
         got = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
     assert got == expected
     with open(tmp_path / "grades.csv") as f:
-        ours = {
-            row["student"]: (float(row["score"]), float(row["max"])) for row in csv.DictReader(f)
-        }
+        table = list(csv.DictReader(f))
+    ours = {row["student"]: (float(row["score"]), float(row["max"])) for row in table}
     assert ours == {s: (v, total) for s, v in expected.items()}
+    for row in table:  # a column per part, which adds up to the score
+        assert sum(float(row[test]) for test in points) == float(row["score"])
+        assert row["isolation"] in ("none: stand-in", "not run")  # eve handed in nothing
 
     # the autograded notebooks and the feedback show no hidden test
     autograded = tmp_path / "autograder" / "autograded"
@@ -271,6 +267,14 @@ def test_two_workers_grade_a_class_into_the_gradebook(tmp_path, client):
         feedback=False,
     )
     assert sorted(again.results) == sorted(expected)
+    # regrading two students rewrites the CSV with the whole class (issue 28: it shrank to two)
+    again = classgrader.grade_assignment(
+        course, ASSIGNMENT, students=["ana", "ben"], regrade=True, client=client,
+        grade_function=stand_in, progress=False, feedback=False, csv_path=tmp_path / "grades.csv",
+    )  # fmt: skip
+    assert sorted(again.results) == ["ana", "ben"]
+    with open(tmp_path / "grades.csv") as f:
+        assert sorted(row["student"] for row in csv.DictReader(f)) == sorted(expected)
     db = tmp_path / "autograder" / "gradebook.db"
     assert len(rows(db, "select student_id from submitted_assignment")) == len(expected)
 

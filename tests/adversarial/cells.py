@@ -174,11 +174,11 @@ KINDS = [
     Kind(
         "renamed-solution-cell",
         NG,
-        "the count_ngrams solution cell's grade_id renamed: the part's code cannot be found",
+        "the count_ngrams solution cell's grade_id renamed: found by the function it defines, "
+        "graded and flagged (issue 28; the plain rule finds cells by grade_id alone)",
         edited(NG, {}, rename_solution("count_ngrams", "my_count_ngrams")),
-        broken=("count_ngrams",),
-        statuses=GRADED | FLAGGED,
-        plain=SAME,
+        statuses=FLAGGED,
+        plain=("count_ngrams",),
     ),
     Kind(
         "deleted-solution-cell",

@@ -79,10 +79,9 @@ KINDS = [
     Kind(
         "wrong-file-name",
         HMM,
-        "the full notebook submitted as 'hmm (1).ipynb'",
+        "the full notebook submitted as 'hmm (1).ipynb', alone: graded and flagged (issue 28)",
         wrong_name,
-        broken=ALL,
-        statuses=REJECTED | FLAGGED | {"zero"},
+        statuses=FLAGGED,
     ),
     Kind(
         "notebook-50mb",

@@ -89,6 +89,18 @@ def function_name(assignment: str, solution_id: str) -> str:
     return match.group(1)
 
 
+def canary(assignment: str, solution_id: str) -> str:
+    """The line a kind's code writes to its stdout when its attack starts (issue 28): the grader
+    keeps what a submission printed, so the canary read back from the result proves the attack
+    ran under the grader, and its zero (or full marks) is the sandbox's doing. Written with
+    ``os.write``, which an attack that replaces ``print`` or ``sys.stdout`` does not reach."""
+    return f"canary {assignment}:{solution_id}"
+
+
+def canary_line(assignment: str, solution_id: str) -> str:
+    return f"__import__('os').write(1, b'{canary(assignment, solution_id)}\\n')"
+
+
 def wrapped(assignment: str, solution_id: str, body: str, top: str = "") -> str:
     """Solution code whose function runs ``body`` (statements that see the call's ``args`` and
     ``kwargs``, indented by this function), then returns the honest answer.
@@ -99,10 +111,11 @@ def wrapped(assignment: str, solution_id: str, body: str, top: str = "") -> str:
     name = function_name(assignment, solution_id)
     honest = honest_code(assignment)[solution_id].replace(f"def {name}(", f"def _honest_{name}(", 1)
     lines = [honest, "", "", f"def {name}(*args, **kwargs):", f"    _honest = _honest_{name}"]
+    lines.append("    " + canary_line(assignment, solution_id))
     lines += ["    " + line if line else "" for line in body.strip("\n").splitlines()]
     lines.append("    return _honest(*args, **kwargs)")
     if top:
-        lines += ["", "", top.strip("\n")]
+        lines += ["", "", canary_line(assignment, solution_id), top.strip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -110,10 +123,10 @@ def replaced(assignment: str, solution_id: str, function: str, top: str = "") ->
     """Solution code that defines the part's function as ``function`` (its body only, which sees
     ``args`` and ``kwargs``): a wrong or hostile answer in place of the honest one."""
     name = function_name(assignment, solution_id)
-    lines = [f"def {name}(*args, **kwargs):"]
+    lines = [f"def {name}(*args, **kwargs):", "    " + canary_line(assignment, solution_id)]
     lines += ["    " + line if line else "" for line in function.strip("\n").splitlines()]
     if top:
-        lines += ["", "", top.strip("\n")]
+        lines += ["", "", canary_line(assignment, solution_id), top.strip("\n")]
     return "\n".join(lines) + "\n"
 
 

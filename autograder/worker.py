@@ -1,0 +1,330 @@
+"""Step 3c of grading one submission: the worker process that runs the student's code.
+
+:class:`Worker` starts ``student_worker.py`` in the sandbox (:mod:`autograder.isolation`), with
+resource limits the worker sets on itself before any student code runs (memory, processes, file
+size, CPU time), and speaks the wire (:mod:`autograder.protocol`, :mod:`autograder.wire`) to it.
+
+Time limits are enforced as ``nbgrader autograde``'s kernel enforces them, so both routes give one
+grade (issue 28): a cell or call that passes ``call_seconds`` is first *interrupted* (the worker's
+own timer raises ``KeyboardInterrupt`` in it, which a Jupyter kernel's interrupt also does), so the
+functions a cell defined before it got stuck are kept; what ignores the interrupt is *killed*
+:data:`GRACE` seconds later, with its process group (with bubblewrap its whole process namespace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from autograder import protocol
+from autograder.isolation import Isolation, bwrap_args, plain_env, unshare_args, worker_uid
+from autograder.notebook import Cell
+from autograder.protocol import CELL_TIMEOUT, HEADER, MAX_MESSAGE
+from autograder.results import Limits, PartStatus
+from autograder.wire import TooLarge, from_wire, loads, to_wire
+
+WORKER_SCRIPT = Path(__file__).with_name("student_worker.py")
+GRACE = 5.0  # seconds an interrupted cell or call has to stop before it is killed
+
+
+class SandboxStop(BaseException):
+    """The worker broke a limit, died or misbehaved: the part ends here (not a student error).
+
+    A BaseException, so that a check's ``except Exception`` does not turn it into a message."""
+
+    def __init__(self, status: PartStatus, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class StudentRaised(Exception):
+    """Base of the exceptions re-raised from the worker under the student's type name."""
+
+
+_RAISED: dict[str, type[BaseException]] = {}
+
+
+def _raised(type_name: str, message: str) -> BaseException:
+    """The student's exception, rebuilt here with its type name (the class is never theirs)."""
+    from nlpcourse.checks.core import NotPlainAnswer
+    from nlpcourse.guard import ReferenceUsedError
+
+    known: dict[str, type[BaseException]] = {
+        "NotImplementedError": NotImplementedError,
+        "ReferenceUsedError": ReferenceUsedError,
+        "NotPlainAnswer": NotPlainAnswer,
+    }
+    if type_name in known:
+        return known[type_name](message)
+    name = type_name if type_name.isidentifier() else "Exception"
+    if name not in _RAISED:
+        _RAISED[name] = type(name, (StudentRaised,), {})
+    return _RAISED[name](message)
+
+
+class _Output(threading.Thread):
+    """Reads the worker's stdout and stderr; keeps the first ``limit`` bytes, drops the rest."""
+
+    def __init__(self, fd: int, limit: int):
+        super().__init__(daemon=True)
+        self.fd, self.limit = fd, limit
+        self.kept = bytearray()
+        self.total = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 1 << 16):
+                self.total += len(chunk)
+                if len(self.kept) < self.limit:
+                    self.kept += chunk[: self.limit - len(self.kept)]
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+
+
+class Worker:
+    """One sandboxed worker process running a program (see the module docstring)."""
+
+    def __init__(self, program: list[Cell], limits: Limits, view: Path, isolation: Isolation):
+        self.limits = limits
+        self.cells = program
+        self.staging = Path(tempfile.mkdtemp(prefix="nlpcourse-sandbox-"))
+        self.staging.chmod(0o755)
+        shutil.copy(WORKER_SCRIPT, self.staging / "student_worker.py")
+        shutil.copy(protocol.__file__, self.staging / "protocol.py")  # the worker imports it
+        in_r, self._to_worker = os.pipe()  # grader -> worker
+        self._from_worker, out_w = os.pipe()  # worker -> grader
+        log_r, log_w = os.pipe()  # the student's stdout and stderr
+        bwrap = isolation.kind == "bubblewrap"
+        home = self.staging / "home"
+        if not bwrap:
+            home.mkdir()
+        uid = self.uid = worker_uid(bwrap)
+        settings = {
+            "uid": uid,
+            "cells": [asdict(cell) for cell in program],
+            "limits": asdict(limits),
+            "view": "/view" if bwrap else str(view),
+        }
+        (self.staging / "program.json").write_text(json.dumps(settings), encoding="utf-8")
+        for path in self.staging.iterdir():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        if not bwrap and uid is not None:
+            os.chown(home, uid, uid)
+        script = "/grader" if bwrap else str(self.staging)
+        python = [
+            sys.executable,
+            "-I",
+            "-u",  # unbuffered: what a worker printed before it was killed is kept
+            "-B",
+            f"{script}/student_worker.py",
+            f"{script}/program.json",
+        ]
+        python += [str(in_r), str(out_w)]
+        if bwrap:
+            command = [shutil.which("bwrap") or "bwrap", *bwrap_args(self.staging, view, limits)]
+            command += ["--", *python]
+            env = None
+        elif isolation.kind == "unshare":
+            command = [shutil.which("unshare") or "unshare", *unshare_args(), *python]
+            env = plain_env(home)
+        else:
+            command, env = python, plain_env(home)
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_w,
+                stderr=log_w,
+                pass_fds=(in_r, out_w),
+                cwd=str(home) if not bwrap else None,
+                env=env if env is not None else {"PATH": "/usr/bin:/bin"},
+                start_new_session=True,
+            )
+        finally:
+            for fd in (in_r, out_w, log_w):
+                os.close(fd)
+        self.output = _Output(log_r, limits.output_bytes)
+        self.output.start()
+        self.handles: dict[int, Any] = {}
+
+    # -- messages
+
+    def send(self, message: Any) -> None:
+        try:
+            protocol.write_message(self._to_worker, pickle.dumps(message, protocol=4))
+        except OSError as err:
+            raise self._death(f"could not be reached ({err})") from None
+
+    def _read(self, n: int, deadline: float, doing: str) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SandboxStop("timed_out", doing)
+            poll = select.poll()  # not select.select: a long-lived grader may hold fds > 1024
+            poll.register(self._from_worker, select.POLLIN)
+            if not poll.poll(min(left, 3600.0) * 1000):
+                continue
+            chunk = os.read(self._from_worker, min(n - len(chunks), 1 << 20))
+            if not chunk:
+                raise self._death("stopped")
+            chunks += chunk
+        return bytes(chunks)
+
+    def receive(self, deadline: float, doing: str) -> Any:
+        (n,) = HEADER.unpack(self._read(HEADER.size, deadline, doing))
+        if n > MAX_MESSAGE:
+            too_big = f"the worker sent a message of {n} bytes ({MAX_MESSAGE} at most)"
+            raise SandboxStop("limit", too_big)
+        data = self._read(n, deadline, doing)
+        try:
+            return loads(data)
+        except TooLarge as err:
+            bound = f"the worker sent a message past the grader's bounds: {err}"
+            raise SandboxStop("limit", bound) from None
+        except Exception as err:
+            raise SandboxStop("crashed", f"the worker sent something unreadable ({err})") from None
+
+    def _death(self, what: str) -> SandboxStop:
+        """Why the worker is gone: its CPU time limit ("limit") or anything else ("crashed")."""
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            return SandboxStop(
+                "limit", f"the worker {what}: its CPU time limit ({self.limits.cpu_seconds} s)"
+            )
+        signals = {signal.SIGKILL: "it was killed (out of memory?)", signal.SIGSEGV: "it crashed"}
+        for number, words in signals.items():
+            if code in (-number, 128 + number):
+                return SandboxStop("crashed", f"the worker {what}: {words}")
+        return SandboxStop(
+            "crashed",
+            f"the worker {what} (exit status {code}); did the code call os._exit or exit?",
+        )
+
+    # -- the program and calls
+
+    def run_cells(self, deadline_of: Callable[[bool], float]) -> tuple[dict[str, str], list, float]:
+        """Run the program's cells; the names they defined, each cell's error (or None) and the
+        time of the student's cells (measured in the worker; not the setup cells or starting
+        Python).
+        A cell that breaks a limit raises :class:`SandboxStop` with ``self.cell`` its index.
+        ``deadline_of(trusted)``: starting Python and the course's setup cells (importing torch
+        on a busy machine) are not the student's doing and get the notebook's time left."""
+        errors: list = []
+        seconds = 0.0
+        self.cell, running = -1, False
+        while True:
+            trusted = self.cell < 0 or (running and self.cells[self.cell].kind == "setup")
+            message = self.receive(deadline_of(trusted), "a cell ran past its time limit")
+            if not isinstance(message, tuple) or not message:
+                raise SandboxStop("crashed", "the worker broke the protocol")
+            if message[0] == "cell" and len(message) == 5 and isinstance(message[1], int):
+                _, index, what, error, took = message
+                if not 0 <= index < len(self.cells) or not isinstance(what, str):
+                    raise SandboxStop("crashed", "the worker broke the protocol")
+                self.cell, running = index, what == "start"
+                if what == "done":
+                    errors.append(error)
+                    if self.cells[index].kind != "setup" and isinstance(took, float):
+                        seconds += min(max(took, 0.0), self.limits.notebook_seconds)
+                continue
+            if message[0] == "ready" and len(message) == 3 and isinstance(message[1], dict):
+                return message[1], errors, seconds
+            raise SandboxStop("crashed", "the worker broke the protocol")
+
+    def call(self, name: str, args: tuple, deadline: float) -> Any:
+        """Call the student's ``name(*args)`` in the worker; its plain answer, or its exception."""
+        self.handles = {}
+        self.send(("call", name, to_wire(args, self.handles)))
+        while True:
+            message = self.receive(deadline, f"{name} ran past its time limit")
+            if not isinstance(message, tuple) or not message:
+                raise SandboxStop("crashed", "the worker broke the protocol")
+            if message[0] == "answer" and len(message) == 2:
+                try:
+                    return from_wire(message[1])
+                except (ValueError, TypeError) as err:
+                    raise _raised(
+                        "NotPlainAnswer", f"the answer could not be read ({err})"
+                    ) from None
+            if message[0] == "raised" and len(message) == 4:
+                type_name, text, where = (str(m)[:4000] for m in message[1:])
+                if type_name == CELL_TIMEOUT:
+                    raise SandboxStop(
+                        "timed_out",
+                        f"{name} ran past its time limit ({self.limits.call_seconds:g} s) and was "
+                        "interrupted",
+                    )
+                if type_name == "MemoryError":
+                    raise SandboxStop(
+                        "limit", f"{name} ran out of memory (limit {self.limits.memory_mb} MB)"
+                    )
+                if where:
+                    text = f"{text} (at {where})"
+                raise _raised(type_name, text)
+            if message[0] == "callback" and len(message) == 5:
+                self.send(self._serve(*message[1:]))
+                continue
+            raise SandboxStop("crashed", "the worker broke the protocol")
+
+    def _serve(self, handle: Any, attribute: Any, args: Any, kwargs: Any) -> tuple:
+        """Run a trusted object of the check (a model, a tagger) for the student's code.
+
+        The student's code may read the object's public data attributes and call it or its own
+        public methods, nothing else: no module, function or class it refers to."""
+        try:
+            target = self.handles[handle]
+            if attribute is not None:
+                if not isinstance(attribute, str) or attribute.startswith("_"):
+                    raise AttributeError(f"no attribute {attribute!r}")
+                value = getattr(target, attribute)
+                own_method = isinstance(value, types.MethodType) and value.__self__ is target
+                objects: dict[int, Any] = {}
+                to_wire(value, objects)  # any object inside, not data, would become a handle
+                if objects and not own_method:
+                    raise AttributeError(f"{attribute!r} is not data or a method of the object")
+            else:
+                args = from_wire(args, self.handles)
+                kwargs = from_wire(kwargs, self.handles)
+                if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+                    raise TypeError("keyword arguments must have names")
+                value = target(*args, **kwargs)
+            return ("value", to_wire(value, self.handles))
+        except Exception as err:
+            return ("error", f"{type(err).__name__}: {err}")
+
+    def stop(self) -> None:
+        """End the worker and everything it started, and remove its files."""
+        with contextlib.suppress(OSError, SandboxStop):
+            self.send(("exit",))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        for fd in (self._to_worker, self._from_worker):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.output.join(timeout=5)
+        shutil.rmtree(self.staging, ignore_errors=True)
