@@ -473,7 +473,7 @@ class ArpaLM:
             # ... unless the m-gram ending at it is listed, which it can be only within the
             # sentence, after a listed suffix (a found position) and a listed prefix
             can = np.take(offset, found) >= m - 1
-            if self._prefixes_listed[m]:
+            if self._prefixes_listed[m] and m > 2:  # (at m = 2 a known word's prefix is listed)
                 listed_before = np.zeros(M + 1, dtype=bool)  # (M+1,) is the (m-1)-gram at p-1
                 listed_before[found + 1] = True
                 can &= np.take(listed_before, found)
