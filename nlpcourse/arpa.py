@@ -487,12 +487,23 @@ class ArpaLM:
 
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``. The words are
-        looked up as ``[index_.get(w, unk) for w in sentence]`` would, but over the whole corpus
-        in one pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``).
-        Raises ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
-        flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # (W,) all the words
-        words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
+        read as :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), cut
+        and hashed from their bytes. Where the lines would not give back the tokens (a token
+        holding a space, a newline or a control character, or an empty one), each token is looked
+        up as ``index_[w]`` would, over the whole corpus in one pass that runs in C (``map`` of
+        the dictionary's look-up into ``np.fromiter``). Raises ``TypeError`` if a token is not a
+        string, and ``ValueError`` on ``<s>``/``</s>``."""
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
+        try:
+            buf, starts, ends, counts = _split_text("\n".join(map(" ".join, sentences)))
+            whole = len(counts) == len(lengths) and bool((counts == lengths).all())
+        except ValueError:  # a tab, two spaces in a row, ...
+            whole = False
+        if whole:
+            words = self.words_(buf, starts, ends)  # (W,)
+        else:
+            flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
+            words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
         return self._assemble(words, lengths)
 
     def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -202,6 +202,23 @@ def test_vectorised_scoring_equals_the_readable_recursion(tmp_path, smoothing, o
     np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
 
 
+def test_token_lists_that_do_not_join_into_text_score_alike(tmp_path):
+    """log10_probs reads token lists through their joined text when that gives the tokens back;
+    tokens holding a space, a tab or a newline, or empty ones, cannot be, and are looked up one
+    by one: both ways against the readable recursion (which looks every token up by itself)."""
+    lm = read_arpa(NGramLM(3, "kneser-ney").fit(TRAIN).to_arpa(tmp_path / "m.arpa"))
+    for sentences in [
+        [["I", "am"], ["NLP", "I", "am"], []],
+        [["I am", "NLP"], ["I"]],
+        [["", "I"]],
+        [["I", "a\tb"], ["am\nI"]],
+        [[""]],
+    ]:
+        loop = [lm.log10_prob(w, s[:i]) for s in sentences for i, w in enumerate(s + ["</s>"])]
+        np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
+    assert len(lm.log10_probs([])) == 0
+
+
 def test_a_file_without_unk_gives_unknown_words_probability_zero(tmp_path):
     path = tmp_path / "nounk.arpa"
     path.write_text(
