@@ -26,9 +26,10 @@ The module has two layers.
    :func:`kn_prob` is Kneser-Ney of any order written the same way, as the recursion of
    eq. (ngram-kn): the readable twin of the array model's loop.
 2. :class:`NGramLM`, the same formulas on arrays. Every n-gram of a sentence is turned into one
-   integer key (its word ids written as digits in base ``|V| + 1``), counts are ``np.unique`` over
-   those keys, and lookups are ``np.searchsorted`` into the sorted key arrays, so scoring a test set
-   is a handful of array operations rather than a Python loop per n-gram. The tests check the two
+   integer key (the row of its last ``n-1`` words among the (n-1)-grams, times ``|V| + 1``, plus
+   its first word: small at any order on any vocabulary), counts are ``np.unique`` over those
+   keys, and lookups are ``np.searchsorted`` into the sorted key arrays, so scoring a test set is a
+   handful of array operations rather than a Python loop per n-gram. The tests check the two
    layers against each other.
 
 Kneser-Ney is the interpolated form of SLP3 eq. 3.40-3.41 with one discount ``d`` at every order:
