@@ -11,7 +11,9 @@ are NGramLM over nltk.lm, measured in this one run.
 Then KenLM (its Python module, `pip install -r requirements-test.txt`) and nlpcourse read the same
 ARPA file written by NGramLM.to_arpa: load time, scoring throughput over the whole test split
 (KenLM one sentence per call, as its API works; ours in one call) and resident memory of the
-loaded model, for orders 3 and 5.
+loaded model, for orders 3, 4 and 5. Last, Kneser-Ney estimation of a 5-gram on the training split
+with its full vocabulary, NGramLM.fit against KenLM's lmplz (found on PATH or in /tmp/kenlm, or
+built there as README.md says; the benchmark says so when it cannot).
 """
 
 from __future__ import annotations
@@ -108,10 +110,11 @@ def main() -> None:
 REPEAT = 7  # calls per contender: the least CPU time counts
 
 RSS_CHILD = """
-import resource, sys, time
-def rss():  # resident set size now, in MB
-    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
-before = rss()
+import sys
+def rss():  # resident set size now, in MB (VmRSS of /proc/self/status)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
 if sys.argv[1] == "kenlm":
     import kenlm
     before = rss()
@@ -125,7 +128,8 @@ print(rss() - before)
 
 
 def loaded_rss(which: str, path: str) -> float:
-    """Resident memory (MB) that loading ``path`` adds, in a fresh process."""
+    """Resident memory (MB) that loading ``path`` adds, in a fresh process: VmRSS after the load
+    minus VmRSS after the imports."""
     import subprocess
 
     out = subprocess.run(
@@ -144,10 +148,9 @@ def kenlm_full_scores(model, sentences: list[str]) -> list[list]:
     return [list(model.full_scores(s, bos=True, eos=True)) for s in sentences]
 
 
-def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 5)) -> None:
-    """Load time, scoring throughput and memory of KenLM and of nlpcourse on the same ARPA file.
-
-    Order 5 uses min_count=20 (|V| = 3,988), since NGramLM keys 5-grams in 64-bit integers."""
+def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) -> None:
+    """Load time, scoring throughput and memory of KenLM and of nlpcourse on the same ARPA file,
+    the Kneser-Ney model of each order with the chapter's vocabulary (min_count=4)."""
     import tempfile
 
     import kenlm
@@ -157,23 +160,22 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 5)) -> 
     sentences = [" ".join(s) for s in test]
     tokens = sum(len(s) + 1 for s in test)
     print(
-        f"\nKenLM {kenlm.__version__ if hasattr(kenlm, '__version__') else ''} on the same files:"
-        f" the whole Brown test split, {tokens:,} predicted tokens (words and </s>)"
+        f"\nKenLM {getattr(kenlm, '__version__', '')} on the same files: the whole Brown test "
+        f"split, {tokens:,} predicted tokens (words and </s>)"
     )
     print(
         "(load: wall-clock seconds; words/s: per second of CPU time of this process, the best of"
-        f" {REPEAT} calls; load average {os.getloadavg()[0]:.1f} at the start)"
+        f" {REPEAT} calls; RSS: resident MB the loaded model adds, in a fresh process; load"
+        f" average {os.getloadavg()[0]:.1f} at the start)"
     )
     print(f"{'':30s} {'load (s)':>9s} {'words/s':>12s} {'RSS (MB)':>9s}")
     for n in orders:
-        min_count = BENGIO_MIN_COUNT if n < 5 else 20
-        lm = NGramLM(n, "kneser-ney").fit(train, min_count=min_count)
+        lm = NGramLM(n, "kneser-ney").fit(train, min_count=BENGIO_MIN_COUNT)
         with tempfile.TemporaryDirectory() as tmp:
             path = f"{tmp}/brown{n}.arpa"
             _, write = timed(lm.to_arpa, path)
             ken, load_ken = timed(kenlm.Model, path)
             ours, load_ours = timed(read_arpa, path)
-            load_ours += timed(getattr, ours, "_hash_ids")[1]  # the vocabulary's word hashes
             text = "\n".join(sentences)  # the same strings KenLM reads, one line each
             _, t_score = cpu_timed(kenlm_score, ken, sentences, repeat=REPEAT)
             _, t_full = cpu_timed(kenlm_full_scores, ken, sentences, repeat=REPEAT)
@@ -185,8 +187,9 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 5)) -> 
             _, t_ids = cpu_timed(ours._log10_stream, stream, offset, repeat=REPEAT)
             rss_ken, rss_ours = loaded_rss("kenlm", path), loaded_rss("ours", path)
         print(
-            f"order {n} (|V| = {len(lm.vocab):,}, written in {write:.1f} s, "
-            f"test perplexity {10 ** -logs.mean():.1f})"
+            f"order {n} (|V| = {len(lm.vocab):,}, {lm.nbytes / 1e6:.0f} MB fitted, written in "
+            f"{write:.1f} s, test perplexity {10 ** -logs.mean():.1f}; ArpaLM's arrays "
+            f"{ours.nbytes / 2**20:.0f} MB)"
         )
         rows = [
             ("  KenLM score(), per sentence", load_ken, tokens / t_score, rss_ken),
@@ -204,7 +207,94 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 5)) -> 
             f"  ratios, ours over KenLM score(): from text {t_score / t_text:.2f}x, "
             f"from token lists {t_score / t_ours:.2f}x, "
             f"NGramLM {t_score / t_model:.2f}x; load {load_ours / load_ken:.1f}x KenLM's time; "
-            f"memory {rss_ours / rss_ken:.1f}x KenLM's"
+            f"memory {rss_ours / rss_ken:.2f}x KenLM's"
+        )
+
+
+# ------------------------------------------------------------------ estimation, against lmplz
+
+LMPLZ_BUILD = "/tmp/kenlm"  # where README.md's commands build lmplz
+
+
+def find_or_build_lmplz() -> str | None:
+    """KenLM's ``lmplz``: on PATH, or built by README.md's commands in /tmp/kenlm, or built now
+    by those commands (a few minutes; they need cmake, a C++ compiler and Boost). None, saying
+    why, when it cannot be had."""
+    import shutil
+    import subprocess
+
+    found = shutil.which("lmplz") or shutil.which(f"{LMPLZ_BUILD}/build/bin/lmplz")
+    if found:
+        print(f"lmplz: {found}")
+        return found
+    print(f"lmplz is not on PATH nor in {LMPLZ_BUILD}: building it as README.md says ...")
+    steps = [
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+         "--no-build-isolation", "kenlm==0.3.0", "-d", LMPLZ_BUILD],
+        ["tar", "xzf", f"{LMPLZ_BUILD}/kenlm-0.3.0.tar.gz", "-C", LMPLZ_BUILD],
+        ["cmake", "-S", f"{LMPLZ_BUILD}/kenlm-0.3.0", "-B", f"{LMPLZ_BUILD}/build",
+         "-DCMAKE_BUILD_TYPE=Release"],
+        ["make", "-C", f"{LMPLZ_BUILD}/build", "-j2", "lmplz"],
+    ]  # fmt: skip
+    for step in steps:
+        try:
+            subprocess.run(step, check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            tail = getattr(err, "stderr", b"") or b""
+            print(f"  cannot build lmplz: {' '.join(step[:2])} failed ({err}) {tail[-300:]!r}")
+            return None
+    return shutil.which(f"{LMPLZ_BUILD}/build/bin/lmplz")
+
+
+def race_lmplz(train: list[list[str]], order: int = 5, repeat: int = 3) -> None:
+    """Kneser-Ney estimation on Brown's training split with its full vocabulary: NGramLM.fit
+    against KenLM's lmplz on the same text (lmplz reads the text and writes its ARPA file; fit
+    starts from the token lists and writes nothing, so the writing is timed apart). Wall-clock
+    and CPU seconds (lmplz's CPU: user + system of the child, all its threads), the least of
+    ``repeat`` runs each."""
+    import resource
+    import subprocess
+    import tempfile
+
+    print(f"\nEstimation: Kneser-Ney {order}-gram on the Brown training split, full vocabulary")
+    lmplz = find_or_build_lmplz()
+    fit_wall, fit_cpu = [], []
+    for _ in range(repeat):
+        cpu0 = time.process_time()
+        lm, wall = timed(NGramLM(order, "kneser-ney").fit, train, 1)
+        fit_wall.append(wall)
+        fit_cpu.append(time.process_time() - cpu0)
+    with tempfile.TemporaryDirectory() as tmp:
+        _, write = timed(lm.to_arpa, f"{tmp}/ours.arpa")
+        print(f"{'':34s} {'wall (s)':>9s} {'CPU (s)':>8s}")
+        print(
+            f"{f'NGramLM({order}).fit, min_count=1':34s} {min(fit_wall):9.2f} {min(fit_cpu):8.2f}"
+        )
+        print(f"{'  then NGramLM.to_arpa':34s} {write:9.2f}   ({lm})")
+        if lmplz is None:
+            print("lmplz: not available, no ratio (see above)")
+            return
+        text = f"{tmp}/train.txt"
+        with open(text, "w", encoding="utf-8") as f:
+            f.writelines(" ".join(s) + "\n" for s in train)
+        walls, cpus = [], []
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            with open(text, "rb") as src, open(f"{tmp}/lmplz.arpa", "wb") as out:
+                command = [lmplz, "-o", str(order), "-S", "1G", "-T", tmp, "--discount_fallback"]
+                start = time.perf_counter()
+                subprocess.run(
+                    command, stdin=src, stdout=out, stderr=subprocess.DEVNULL, check=True
+                )
+                wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            walls.append(wall)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        print(f"{f'lmplz -o {order} -S 1G (reads, writes)':34s} {min(walls):9.2f} {min(cpus):8.2f}")
+        print(
+            f"  ratios, NGramLM.fit over lmplz: wall {min(fit_wall) / min(walls):.2f}x, "
+            f"CPU {min(fit_cpu) / min(cpus):.2f}x; with to_arpa: wall "
+            f"{(min(fit_wall) + write) / min(walls):.2f}x"
         )
 
 
@@ -213,3 +303,4 @@ if __name__ == "__main__":
         main()
     train, _, test = brown_split()
     race_kenlm(train, test)
+    race_lmplz(train)

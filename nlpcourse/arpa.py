@@ -19,8 +19,9 @@ back-off form: list each seen n-gram with its *interpolated* probability, and gi
 context the back-off weight ``b(h) = gamma(h)``. No probability changes, only its storage.
 Add-k has a back-off form too (the lower orders are uniform, ``b(h) = kV / (c(h) + kV)``). MLE and
 Jelinek-Mercer interpolation with fixed weights have none (an unseen context in them does not
-back off to a distribution that is itself a listed lower-order model), so :func:`write_arpa`
-refuses them with the reason.
+back off to a distribution that is itself a listed lower-order model). The model computes its
+back-off form (:meth:`nlpcourse.ngram.NGramLM.backoff_levels`); this module writes it
+(:func:`write_arpa`), and reads any ARPA file (:func:`read_arpa`). It does not import the model.
 
 **Sentence starts.** The course pads a sentence with ``n-1`` symbols ``<s>``; toolkits start from
 a single ``<s>`` and look up ``<s> w1``, ``<s> w1 w2``, ... So an n-gram that starts with ``<s>``
@@ -29,164 +30,57 @@ padded ``<s> <s> w1`` and the toolkit's ``<s> w1`` are the same event: the first
 back-off weight is the product of the ``gamma`` of the padded contexts it stands for. ``<s>``
 itself is listed with log10 probability -99 (it is never predicted), as toolkits do.
 
-Reading (:func:`read_arpa`) builds, per order, a hash table of integer keys in which an m-gram
-``u1 ... um`` is ``row of its suffix (u2 ... um) among the (m-1)-grams * (|V|+1) + u1`` (a
-reversed trie in arrays). :meth:`ArpaLM.log10_prob` applies eq. (ngram-backoff) as it reads, one
-n-gram at a time; :meth:`ArpaLM.log10_probs` scores a whole corpus with the same recursion, one
-vectorised hash look-up per order for all its positions at once (tested equal to the first).
-:meth:`ArpaLM.log10_probs_text` scores text (one sentence per line) the same way, reading the
-words from their bytes with a 64-bit hash, as KenLM does, instead of one Python string per word.
+**Reading** (:func:`read_arpa`) works on the file's bytes, as KenLM does: the fields of each
+section are cut with numpy, every word is read by a 64-bit hash of its bytes (:func:`word_hash`)
+looked up among the vocabulary's, and the numbers are parsed in one cast. Each order is then a hash
+table of integer keys in which an m-gram ``u1 ... um`` is ``row of its suffix (u2 ... um) among
+the (m-1)-grams * (|V|+1) + u1`` (a reversed trie in arrays: any order fits 64 bits on any
+vocabulary), with KenLM's layout and load (:class:`_Table`: linear probing, 1.5 slots per n-gram,
+each slot a key and its log10 numbers in single precision). :meth:`ArpaLM.log10_prob` applies eq.
+(ngram-backoff) as it reads, one n-gram at a time; :meth:`ArpaLM.log10_probs` scores a whole
+corpus with the same recursion, one vectorised hash look-up per order for all its positions at
+once (tested equal to the first). :meth:`ArpaLM.log10_probs_text` scores text (one sentence per
+line) the same way, hashing the words from their bytes instead of one Python string per word.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
-import io
 import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from nlpcourse.lm import BOS, EOS, UNK, check_sentences
-from nlpcourse.ngram import NGramLM
 
 LOG10_ZERO = -99.0  # the conventional log10 probability of <s>, which is never predicted
-_DIGITS = 9  # significant digits written: ARPA readers hold float32, so nothing is lost
+_DIGITS = 9  # significant digits written
+Level = tuple[np.ndarray, np.ndarray, np.ndarray]  # ids (K, m), log10 p (K,), log10 b (K,)
 
 
 # ------------------------------------------------------------------------------------ writing
 
 
-def _digits(keys: np.ndarray, base: int, m: int) -> np.ndarray:
-    """Integer m-gram keys back to their word ids, shape (K, m), first word first."""
-    ids = np.zeros((len(keys), m), dtype=np.int64)
-    rest = keys.copy()
-    for j in range(m - 1, -1, -1):
-        ids[:, j] = rest % base
-        rest //= base
-    return ids
+class BackoffModel(Protocol):
+    """What :func:`write_arpa` needs of a model: its back-off form (as
+    :meth:`nlpcourse.ngram.NGramLM.backoff_levels`): the name of each word id and, per order, the
+    listed n-grams as ids with their log10 probabilities and back-off weights."""
+
+    def backoff_levels(self) -> tuple[list[str], list[Level]]: ...
 
 
-def _padded(model: NGramLM, ids: np.ndarray) -> np.ndarray:
-    """Contexts of width n-1 whose last columns are ``ids[:, :-1]``, padded on the left with <s>."""
-    n, bos = model.order, model.base_ - 1
-    ctx = np.full((len(ids), n - 1), bos, dtype=np.int64)  # (K, n-1)
-    width = ids.shape[1] - 1
-    if width:
-        ctx[:, n - 1 - width :] = ids[:, :-1]
-    return ctx
-
-
-def _gamma(model: NGramLM, ctx: np.ndarray, m: int) -> np.ndarray:
-    """The weight of the back-off term of order m for contexts ``ctx`` (M, n-1): ``gamma(h)``
-    for a seen context, 1 for an unseen one (it backs off fully)."""
-    key = model._key(ctx, None, m)
-    if model.smoothing == "add-k":
-        if m < model.order:
-            return np.ones(len(ctx))  # uniform backs off to uniform
-        total = model.contexts_[m].lookup(key, "total")
-        V = len(model.vocab)
-        return model.k * V / (total + model.k * V)
-    if m < model.order and model.smoothing == "kneser-ney":
-        contexts = model.continuation_contexts_[m]
-    else:
-        contexts = model.contexts_[m]
-    total = contexts.lookup(key, "total")
-    types = contexts.lookup(key, "types")
-    return np.where(total > 0, model.discount * types / np.maximum(total, 1), 1.0)
-
-
-def _level_prob(model: NGramLM, ctx: np.ndarray, w: np.ndarray, top: int) -> np.ndarray:
-    """P(w | last top-1 words of ctx) of the model's order-``top`` distribution."""
-    if model.smoothing == "add-k":
-        if top < model.order:
-            return np.full(len(w), 1 / len(model.vocab))  # add-k's lower orders are uniform
-        return model._prob_ids(ctx, w)
-    return model._discounted(ctx, w, top=top)
-
-
-Level = tuple[np.ndarray, np.ndarray, np.ndarray]  # ids (K, m), log10 p (K,), log10 b (K,)
-
-
-def _unique_rows(ids: np.ndarray) -> np.ndarray:
-    return np.unique(ids, axis=0) if len(ids) else ids
-
-
-def _entries(model: NGramLM) -> list[Level]:
-    """Per order m, the listed m-grams as ids (in the model's numbering, ``base_ - 1`` standing
-    for <s>) with their log10 probabilities and log10 back-off weights."""
-    n, B, bos = model.order, model.base_, model.base_ - 1
-    V = len(model.vocab)
-
-    # 1. n-grams without <s>: the ones each order lists
-    plain: list[np.ndarray] = [np.arange(V, dtype=np.int64)[:, None]]  # every word is a unigram
-    for m in range(2, n + 1):
-        if model.smoothing == "kneser-ney" and m < n:
-            keys = model.continuation_[m].keys
-        else:
-            keys = model.counts_[m].keys
-        ids = _digits(keys, B, m)
-        plain.append(ids[(ids != bos).all(axis=1)])
-    if model.smoothing == "add-k" and n > 1:  # every part of a top n-gram, for the look-ups
-        top = plain[n - 1]
-        for j in range(2, n):
-            parts = [top[:, o : o + j] for o in range(n - j + 1)]
-            plain[j - 1] = _unique_rows(np.concatenate([plain[j - 1], *parts]))
-
-    # 2. sentence starts: the padded n-grams <s>^a v (a >= 1) become "<s> v", one per length
-    padded = _digits(model.counts_[n].keys, B, n) if n > 1 else np.zeros((0, 1), np.int64)
-    n_bos = (padded == bos).sum(axis=1)  # (K,)
-
-    levels: list[Level] = []
-    for m in range(1, n + 1):
-        ids = plain[m - 1]
-        ctx = _padded(model, ids)
-        logp = np.log10(_level_prob(model, ctx, ids[:, -1], top=m))
-        if m > 1:  # "<s> v" with |v| = m-1: the padded model's probability of v's last word
-            rows = padded[n_bos == n - m + 1]  # (K, n): <s>^(n-m+1) v
-            ids = np.concatenate([ids, rows[:, n - m :]])
-            logp = np.concatenate([logp, np.log10(model._prob_ids(rows[:, :-1], rows[:, -1]))])
-        else:
-            ids = np.concatenate([ids, [[bos]]])
-            logp = np.append(logp, LOG10_ZERO)  # <s> is never predicted
-        logb = np.zeros(len(ids))
-        if m < n:  # b(g): gamma of the next order up; for "<s> v" the padded orders' product
-            ctx = np.full((len(ids), n - 1), bos, dtype=np.int64)
-            ctx[:, n - 1 - m :] = ids
-            starts = ids[:, 0] == bos  # "<s> v" stands for the contexts <s>...<s> v
-            b = _gamma(model, ctx, m + 1)
-            for k in range(m + 2, n + 1):
-                b = np.where(starts, b * _gamma(model, ctx, k), b)
-            logb = np.log10(b)
-        levels.append((ids, logp, logb))
-    return levels
-
-
-def write_arpa(model: NGramLM, path: str | Path) -> Path:
+def write_arpa(model: BackoffModel, path: str | Path) -> Path:
     """Write ``model`` as an ARPA back-off file (see the module docstring); returns the path.
 
-    Supported: Kneser-Ney, absolute discounting and add-k. MLE and fixed-weight interpolation
-    have no back-off form and raise ``ValueError`` saying why.
+    NGramLM supports Kneser-Ney, absolute discounting and add-k. MLE and fixed-weight
+    interpolation have no back-off form and raise ``ValueError`` saying why.
     """
-    model._check_fitted()
-    if model.smoothing == "mle":
-        raise ValueError(
-            "an MLE model gives probability 0 to every n-gram it never saw, and an unseen context "
-            "has no distribution at all: ARPA needs a probability for every word after every "
-            "history, so an MLE model cannot be written (use add-k or Kneser-Ney)"
-        )
-    if model.smoothing == "interpolated":
-        raise ValueError(
-            "fixed-weight (Jelinek-Mercer) interpolation has no exact back-off form: where a "
-            "context is unseen the model re-weights the shorter orders, which a back-off file "
-            "cannot express without listing every unseen context; use Kneser-Ney or absolute "
-            "discounting, which interpolate and back off at once"
-        )
-    levels = _entries(model)
-    names = model.vocab + [BOS]  # id base_-1 is <s>
+    names, levels = model.backoff_levels()
     bad = [w for w in names if not w or any(c.isspace() for c in w)]
     if bad:
         raise ValueError(f"ARPA words are separated by white space, so {bad[0]!r} cannot be one")
@@ -215,29 +109,36 @@ def _write_section(f, names: list[str], ids: np.ndarray, logp: np.ndarray, logb)
         f.writelines(map(f"%.{_DIGITS}g\t%s\t%.{_DIGITS}g\n".__mod__, rows))
 
 
-# ------------------------------------------------------------------------------------ reading
+# ----------------------------------------------------------------------------- the hash table
 
 _EMPTY = np.iinfo(np.int64).min  # a free slot: no n-gram key is this negative
 _FIBONACCI = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: multiplicative hashing (Knuth, TAOCP 6.4)
+ROOM = 1.5  # home slots per key: KenLM's probing tables use 1.5 by default
+PROBE = 8  # free slots at the end of a table: a search never runs off it
 
 
 class _Table:
     """A hash table of one order's integer n-gram keys, searched for many keys at once in numpy.
 
-    Open addressing with linear probing (Knuth, TAOCP 6.4): a key's home slot is the top ``bits``
-    bits of ``key * _FIBONACCI mod 2**64``; a key that finds its home taken goes to the next slot,
-    and so on, and a search walks the same way until it meets the key or a free slot. A key's slot
-    is its *row*: the caller keeps each n-gram's numbers in arrays indexed by slot. At most half the
-    slots are taken, so a search takes about 1.5 steps on average; the rounds of :meth:`find` take
-    one step for all the keys still searching, so the work is a few numpy passes, not a Python
-    loop per key.
+    Open addressing with linear probing (Knuth, TAOCP 6.4), as KenLM's probing tables: a key's
+    home slot is ``key * _FIBONACCI mod 2**64`` scaled to ``homes`` (its top 32 bits times
+    ``homes``, over 2**32); a key that finds its home taken goes to the next slot, and so on, and a
+    search walks the same way until it meets the key or a free slot. Instead of wrapping from the
+    last slot to the first, the walk runs on into a spare tail, which always ends in
+    :data:`PROBE` free slots. A key's slot is its *row*: the caller keeps each n-gram's numbers in
+    arrays indexed by slot. With ``room`` homes per key (1.5: two thirds taken), a search that
+    finds its key takes about two steps on average and one that does not about five (Knuth); the
+    keys placed first (the likeliest) sit at home. The rounds of :meth:`find` take one step for all
+    the keys still searching, so the work is a few numpy passes, not a Python loop per key.
+    :meth:`__init__` leaves where each key went in ``slots``.
     """
 
-    def __init__(self, keys: np.ndarray, priority: np.ndarray | None = None):
-        bits = max(1, int(2 * len(keys) - 1).bit_length())  # 2**bits >= 2 * len(keys)
-        self.shift = np.uint64(64 - bits)
-        self.mask = (1 << bits) - 1
-        self.keys = np.full(1 << bits, _EMPTY, dtype=np.int64)  # (2**bits,) the key in each slot
+    def __init__(self, keys: np.ndarray, priority: np.ndarray | None = None, room: float = ROOM):
+        self.homes = int(room * len(keys)) + 1
+        if self.homes >= 2**32:
+            raise ValueError(f"a table of {len(keys):,} n-grams is too large for one order")
+        # (homes + tail,) the key in each slot
+        self.keys = np.full(self.homes + 2 * PROBE, _EMPTY, dtype=np.int64)
         keys = np.asarray(keys, dtype=np.int64)
         if priority is None:
             self.slots = self._insert(keys)  # (K,) where each key went
@@ -245,6 +146,7 @@ class _Table:
             first = np.argsort(-np.asarray(priority), kind="stable")  # (K,)
             self.slots = np.empty(len(keys), dtype=np.int64)
             self.slots[first] = self._insert(keys[first])
+        self.count = len(keys)
 
     def _insert(self, keys: np.ndarray) -> np.ndarray:
         """Place ``keys`` (unique, or ``ValueError``), all at once: in each round every key not
@@ -253,28 +155,32 @@ class _Table:
         keys with its home slot is placed there. The slots a key passed were all taken, so a
         search from its home finds it before any free slot."""
         slots = np.full(len(keys), -1, dtype=np.int64)
-        claim = np.full(len(self.keys), -1, dtype=np.int64)  # which key claimed a slot
         slot, todo = self.home(keys), np.arange(len(keys))  # (K,), (T,) keys not placed yet
         while len(todo):
+            if slot[todo].max(initial=0) + PROBE >= len(self.keys):  # keep PROBE free at the end
+                self.keys = np.append(self.keys, np.full(len(self.keys) // 8, _EMPTY))
             free = todo[self.keys[slot[todo]] == _EMPTY]
-            # several keys may claim one slot; the last write wins, so write them last to first
-            claim[slot[free[::-1]]] = free[::-1]
-            won = free[claim[slot[free]] == free]
+            # several keys may claim one slot; the first in ``keys`` wins (np.unique keeps it)
+            _, winner = np.unique(slot[free], return_index=True)
+            won = free[winner]
             self.keys[slot[won]] = keys[won]
             slots[won] = slot[won]
             todo = todo[slots[todo] < 0]
             if (self.keys[slot[todo]] == keys[todo]).any():  # equal keys travel together
                 raise ValueError("a key is inserted twice")
-            slot[todo] = (slot[todo] + 1) & self.mask
+            slot[todo] += 1
+        tail = np.flatnonzero(self.keys != _EMPTY).max(initial=0) + 1 + PROBE
+        self.keys = self.keys[: max(tail, self.homes + PROBE)].copy()
         return slots
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return self.count
 
     def home(self, keys: np.ndarray) -> np.ndarray:
-        """Home slots: the top bits of ``keys * _FIBONACCI``, in 64-bit arithmetic that wraps."""
+        """Home slots: the top 32 bits of ``keys * _FIBONACCI`` (64-bit arithmetic that wraps)
+        times ``homes``, over 2**32."""
         product = keys.astype(np.int64, copy=False).view(np.uint64) * np.uint64(_FIBONACCI)
-        return (product >> self.shift).view(np.int64)
+        return ((product >> np.uint64(32)) * np.uint64(self.homes) >> np.uint64(32)).view(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The slot of each key, -1 for a key that is not in the table: one gather and compare
@@ -288,7 +194,7 @@ class _Table:
         slot, keys = slot[todo], keys[todo]  # (R,) their slots and keys
         out[missed] = -1
         while len(todo):
-            slot = (slot + 1) & self.mask
+            slot += 1
             here = np.take(self.keys, slot)
             hit = here == keys
             out[todo[hit]] = slot[hit]
@@ -298,63 +204,41 @@ class _Table:
 
     def find_one(self, key: int) -> int:
         """:meth:`find` for one key, as it reads: walk from the home slot to the key or a gap."""
-        slot = ((key * _FIBONACCI) % 2**64) >> int(self.shift)
+        slot = (((key * _FIBONACCI) % 2**64) >> 32) * self.homes >> 32
         while self.keys[slot] != _EMPTY:
             if self.keys[slot] == key:
                 return slot
-            slot = (slot + 1) & self.mask
+            slot += 1
         return -1
 
 
-class _WordIds(dict):
-    """Word to id; a word outside the vocabulary reads as ``unk``, a token that is not a string
-    raises ``TypeError`` (the dictionary's own look-up does the work, in C, for known words)."""
+# ---------------------------------------------------------------------- words from their bytes
 
-    def __init__(self, words: list[str], unk: int):
-        super().__init__({w: i for i, w in enumerate(words)})
-        self.unk = unk
-
-    def __missing__(self, word: object) -> int:
-        if type(word) is not str:
-            raise TypeError(f"the token {word!r} is not a string")
-        return self.unk
-
-
-_HASH_P = 0x100000001B3  # FNV's 64-bit prime: odd, so invertible modulo 2**64
-_HASH_P_INV = pow(_HASH_P, -1, 2**64)
-
-
-_POWERS: dict[int, np.ndarray] = {}  # base -> its powers computed so far
-
-
-def _powers(base: int, n: int) -> np.ndarray:
-    """``base**0, base**1, ..., base**(n-1)`` modulo 2**64, (n,) uint64 (numpy's integer
-    products wrap modulo 2**64); kept, and computed again only for a longer text."""
-    known = _POWERS.get(base)
-    if known is None or len(known) < n:
-        out = np.full(max(n, 2 * len(known) if known is not None else n), base, dtype=np.uint64)
-        out[0] = 1
-        known = _POWERS[base] = np.cumprod(out, dtype=np.uint64)
-    return known[:n]
+_HASH_P = 0x100000001B3  # FNV's 64-bit prime: odd
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 
 
 def word_hash(word: bytes) -> int:
-    """The 64-bit hash of a word's bytes that :meth:`ArpaLM.log10_probs_text` uses, written as a
-    plain loop: ``h = sum_j b_j P**j mod 2**64`` over its bytes ``b_0 b_1 ...`` (the readable twin
-    of :func:`_span_hashes`, tested equal)."""
-    return sum(b * pow(_HASH_P, j, 2**64) for j, b in enumerate(word)) % 2**64
+    """The 64-bit hash of a word's bytes that the reader and :meth:`ArpaLM.log10_probs_text` use,
+    written as a plain loop: cut the bytes into pieces of 8, read each piece as a little-endian
+    number ``c_j`` (the last one padded with zero bytes), and ``h = sum_j c_j P**j mod 2**64``.
+    A word of at most 8 bytes is its own number: no two such words share a hash. (The readable
+    twin of :func:`_span_hashes`, tested equal.)"""
+    pieces = [int.from_bytes(word[i : i + 8], "little") for i in range(0, len(word), 8)]
+    return sum(c * pow(_HASH_P, j, 2**64) for j, c in enumerate(pieces)) % 2**64
 
 
 def _split_text(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Cut ``text`` (sentences on lines, words separated by one space) into word spans without a
-    Python object per word: returns the UTF-8 bytes (N,) with a newline added at both ends, the
-    start and end of every word (W,) in them, and each sentence's number of words (S,).
+    Python object per word: returns the UTF-8 bytes (N,) with a newline added at both ends (and 8
+    zero bytes after them, which :func:`_span_hashes` may read), the start and end of every word
+    (W,) in them, and each sentence's number of words (S,).
 
     Every byte that is a space or a newline ends a span; a span between two newlines is an empty
     sentence; any other empty span (two spaces in a row, a space at either end of a line) or a tab
     or carriage return is refused with ``ValueError``."""
-    buf = np.frombuffer(b"\n" + text.encode("utf-8") + b"\n", dtype=np.uint8)  # (N,)
-    sep = np.flatnonzero(buf <= 32)  # (K,) spaces, newlines and any other control byte
+    buf = np.frombuffer(b"\n" + text.encode("utf-8") + b"\n" + bytes(8), dtype=np.uint8)
+    sep = np.flatnonzero(buf[:-8] <= 32)  # (K,) spaces, newlines and any other control byte
     if ((buf[sep] != 32) & (buf[sep] != 10)).any():
         raise ValueError(
             "the text holds a tab, a carriage return or another control character: separate "
@@ -377,14 +261,64 @@ def _split_text(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 def _span_hashes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """:func:`word_hash` of every span ``buf[s:e]`` at once, as int64 (the same 64 bits): with
-    the prefix sums ``A[i] = sum_{k<i} b_k P**k``, a span's sum ``A[e] - A[s]`` is ``P**s`` times
-    its hash, so the hash is ``(A[e] - A[s]) * P**-s`` (all modulo 2**64)."""
-    n = len(buf)
-    A = np.zeros(n + 1, dtype=np.uint64)  # (N+1,)
-    np.cumsum(buf.astype(np.uint64) * _powers(_HASH_P, n), dtype=np.uint64, out=A[1:])
-    h = (np.take(A, ends) - np.take(A, starts)) * np.take(_powers(_HASH_P_INV, n), starts)  # (W,)
+    """:func:`word_hash` of every span ``buf[s:e]`` at once, as int64 (the same 64 bits). ``buf``
+    must hold 7 bytes after the last span. Each round reads the next 8 bytes of every word not
+    finished yet in one gather (a view of ``buf`` with a uint64 starting at every byte), keeps
+    the word's own bytes and adds ``c_j P**j``: as many rounds as the longest word has pieces."""
+    pieces = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # 8 bytes at i
+    left = ends - starts  # (W,) bytes not read yet
+    # (indexing, not np.take: take would first copy the whole strided view)
+    h = pieces[starts] & np.take(_MASKS, np.minimum(left, 8))  # (W,) the first pieces
+    todo = np.flatnonzero(left > 8)
+    power, j = 1, 1
+    while len(todo):
+        power = power * _HASH_P % 2**64
+        rest = left[todo] - 8 * j
+        piece = pieces[starts[todo] + 8 * j] & np.take(_MASKS, np.minimum(rest, 8))
+        h[todo] += piece * np.uint64(power)
+        todo, j = todo[rest > 8], j + 1
     return h.view(np.int64)
+
+
+class _Vocabulary:
+    """The vocabulary's word hashes in a :class:`_Table` (half its slots free: the words of a text
+    are looked up all at once, many of them absent), and the word id of each slot; the last
+    entry, read by slot -1, is ``missing``."""
+
+    def __init__(self, words: list[str], priority: np.ndarray | None, missing: int):
+        buf, starts, ends, _ = _split_text("\n".join(words))
+        if len(starts) != len(words):
+            raise ValueError("a vocabulary word holds a space or is empty: it has no text form")
+        try:
+            self.table = _Table(_span_hashes(buf, starts, ends), priority=priority, room=2)
+        except ValueError:
+            raise ValueError("two vocabulary words share a 64-bit hash") from None
+        self.ids = np.full(len(self.table.keys) + 1, missing, dtype=np.int64)
+        self.ids[self.table.slots] = np.arange(len(words))
+        del self.table.slots
+
+    def __call__(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """The id of each word span ``buf[s:e]`` (``missing`` for a word outside)."""
+        return np.take(self.ids, self.table.find(_span_hashes(buf, starts, ends)))
+
+
+class _WordIds(dict):
+    """Word to id; a word outside the vocabulary reads as ``unk``, a token that is not a string
+    raises ``TypeError`` (the dictionary's own look-up does the work, in C, for known words)."""
+
+    def __init__(self, words: list[str], unk: int):
+        super().__init__({w: i for i, w in enumerate(words)})
+        self.unk = unk
+
+    def __missing__(self, word: object) -> int:
+        if type(word) is not str:
+            raise TypeError(f"the token {word!r} is not a string")
+        return self.unk
+
+
+# ---------------------------------------------------------------------------------- the model
+
+VALUE = np.float32  # log10 numbers as KenLM holds them: 24 bits, about 7 significant digits
 
 
 class ArpaLM:
@@ -399,30 +333,40 @@ class ArpaLM:
     Attributes: ``order``, ``vocab`` (every unigram, ``<s>`` included), ``index_`` (word to id),
     ``base_ = |V| + 1``, and per order m >= 2 a hash table ``tables_[m]`` (:class:`_Table`) of the
     m-gram keys. An m-gram's *row* is its word id (m = 1) or its slot in that table; ``log10_p_[m]``
-    and, below the top order, ``log10_b_[m]`` hold its numbers in that row, plus one last entry
-    read by row -1 (an n-gram that is not listed): log10 b = 0 (b = 1), and log10 p = -inf for
-    the unigram of a word outside the vocabulary, whose id is -1.
+    and, below the top order, ``log10_b_[m]`` hold its numbers in that row (single precision, as
+    KenLM holds them), plus one last entry read by row -1 (an n-gram that is not listed): log10
+    b = 0 (b = 1), and log10 p = -inf for the unigram of a word outside the vocabulary, whose id is
+    -1. ``nbytes`` is the memory of these arrays.
     """
 
-    def __init__(self, order: int, vocab: list[str], levels: list[Level]):
+    def __init__(
+        self,
+        order: int,
+        vocab: list[str],
+        levels: Iterable[Level],
+        words: _Vocabulary | None = None,
+    ):
+        """``levels``: per order m = 1..order, the listed m-grams as ids into ``vocab`` (K, m),
+        with log10 p (K,) and log10 b (K,); the unigrams are ``vocab`` in order. It may be an
+        iterator, read one order at a time (:func:`read_arpa` parses each section as it goes,
+        with the vocabulary's hashes ``words``, which are made here if not given)."""
         self.order = order
         self.vocab = vocab
-        self.index_ = {w: i for i, w in enumerate(vocab)}
-        self._ids = _WordIds(vocab, self.index_.get(UNK, -1))  # for whole corpora
+        self.index_ = _WordIds(vocab, vocab.index(UNK) if UNK in vocab else -1)
         # Keys are written in base |V|+1: the id -1 of an unknown word is the digit |V| in them,
         # which no listed n-gram has, so an n-gram with an unknown word is never found.
         self.base_ = len(vocab) + 1
         self.tables_: dict[int, _Table] = {}
         self.log10_p_: dict[int, np.ndarray] = {}
         self.log10_b_: dict[int, np.ndarray] = {}
-        self._prefixes_listed: dict[
-            int, bool
-        ] = {}  # does every m-gram's (m-1)-gram prefix have a row
+        self._prefixes_listed: dict[int, bool] = {}  # has every m-gram's (m-1)-prefix a row
         for m, (ids, logp, logb) in enumerate(levels, start=1):
             if m == 1:
-                if not (ids[:, 0] == np.arange(len(ids))).all():
+                if not (ids[:, 0] == np.arange(len(vocab))).all():
                     raise ValueError("the unigrams must be numbered 0, 1, ... in file order")
                 rows, size = ids[:, 0], len(ids)
+                self.words_ = words or _Vocabulary(vocab, logp, -1)
+                self.words_.ids[-1] = self.index_.unk  # a word outside reads as <unk>
             else:
                 suffix = self._rows(ids[:, 1:])
                 if (suffix < 0).any():
@@ -438,12 +382,22 @@ class ArpaLM:
                 except ValueError:
                     raise ValueError(f"the ARPA file lists some {m}-gram twice") from None
                 rows, size = self.tables_[m].slots, len(self.tables_[m].keys)
+                del self.tables_[m].slots  # only needed here
                 self._prefixes_listed[m] = bool((self._rows(ids[:, :-1]) >= 0).all())
-            self.log10_p_[m] = np.full(size + 1, -np.inf)  # the last entry is row -1
+            self.log10_p_[m] = np.full(size + 1, -np.inf, dtype=VALUE)  # the last entry: row -1
             self.log10_p_[m][rows] = logp
             if m < order:  # the top order's weights are never used
-                self.log10_b_[m] = np.zeros(size + 1)  # row -1: b = 1
+                self.log10_b_[m] = np.zeros(size + 1, dtype=VALUE)  # row -1: b = 1
                 self.log10_b_[m][rows] = logb
+        if len(self.log10_p_) != order:
+            raise ValueError(f"an order-{order} model needs {order} levels")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the model's arrays: the hash tables, the numbers and the word hashes."""
+        arrays = [t.keys for t in self.tables_.values()] + [self.words_.table.keys, self.words_.ids]
+        arrays += list(self.log10_p_.values()) + list(self.log10_b_.values())
+        return sum(a.nbytes for a in arrays)
 
     # ---------------------------------------------------------------- one n-gram at a time
 
@@ -464,7 +418,7 @@ class ArpaLM:
         return row
 
     def _encode(self, word: str) -> int:
-        return self.index_.get(word, self.index_.get(UNK, -1))
+        return self.index_[word]
 
     def log10_prob(self, word: str, context: Sequence[str] = ()) -> float:
         """log10 P(word | context) by eq. (ngram-backoff) as it reads, one n-gram at a time (the
@@ -509,30 +463,47 @@ class ArpaLM:
         p) is listed, and so is its prefix (ending at p-1) when the file lists every prefix.
         """
         M = len(stream)
-        row = stream  # (M,) a unigram's row is its word id (-1: unknown, the sentinel row)
-        logp = np.take(self.log10_p_[1], row)  # (M,) order 1
+        logp = np.empty(M + 1)  # (M+1,) the last entry takes the weight after the last token
+        logp[:M] = np.take(self.log10_p_[1], stream)  # order 1 (id -1, unknown: -inf)
+        found = np.flatnonzero(stream >= 0)  # (F,) positions whose (m-1)-gram is listed ...
+        rows = stream[found]  # (F,) ... and its row
         for m in range(2, self.order + 1):
-            ctx = row  # (M,) rows of the (m-1)-grams ending at each position
-            possible = (ctx[1:] >= 0) & (offset[1:] >= m - 1)  # (M-1,) for positions 1, 2, ...
-            if self._prefixes_listed[m]:
-                possible &= ctx[:-1] >= 0
-            live = np.flatnonzero(possible) + 1  # (L,)
-            keys = np.take(ctx, live) * self.base_ + np.take(stream, live - m + 1)  # (L,)
-            row = np.full(M, -1, dtype=np.int64)  # (M,) rows of the m-grams
-            row[live] = self.tables_[m].find(keys)
-            logp[1:] += np.take(self.log10_b_[m - 1], ctx[:-1])  # back off (row -1: b = 1) ...
-            listed = np.flatnonzero(row >= 0)
-            logp[listed] = np.take(self.log10_p_[m], np.take(row, listed))  # ... unless listed
-        return logp[offset > 0]  # the predicted tokens: all but the <s>
+            # back off: the token after a listed (m-1)-gram gets that context's weight ...
+            logp[found + 1] += np.take(self.log10_b_[m - 1], rows)
+            # ... unless the m-gram ending at it is listed, which it can be only within the
+            # sentence, after a listed suffix (a found position) and a listed prefix
+            can = np.take(offset, found) >= m - 1
+            if self._prefixes_listed[m] and m > 2:  # (at m = 2 a known word's prefix is listed)
+                listed_before = np.zeros(M + 1, dtype=bool)  # (M+1,) is the (m-1)-gram at p-1
+                listed_before[found + 1] = True
+                can &= np.take(listed_before, found)
+            live = found[can]  # (L,)
+            keys = rows[can] * self.base_ + np.take(stream, live - m + 1)  # (L,)
+            slot = self.tables_[m].find(keys)
+            hit = slot >= 0
+            found, rows = live[hit], slot[hit]
+            logp[found] = np.take(self.log10_p_[m], rows)
+        return logp[:M][offset > 0]  # the predicted tokens: all but the <s>
 
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``. The words are
-        looked up as ``[index_.get(w, unk) for w in sentence]`` would, but over the whole corpus
-        in one pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``).
-        Raises ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
-        flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # (W,) all the words
-        words = np.fromiter(map(self._ids.__getitem__, flat), np.int64, len(flat))
+        read as :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), cut
+        and hashed from their bytes. Where the lines would not give back the tokens (a token
+        holding a space, a newline or a control character, or an empty one), each token is looked
+        up as ``index_[w]`` would, over the whole corpus in one pass that runs in C (``map`` of
+        the dictionary's look-up into ``np.fromiter``). Raises ``TypeError`` if a token is not a
+        string, and ``ValueError`` on ``<s>``/``</s>``."""
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
+        try:
+            buf, starts, ends, counts = _split_text("\n".join(map(" ".join, sentences)))
+            whole = len(counts) == len(lengths) and bool((counts == lengths).all())
+        except ValueError:  # a tab, two spaces in a row, ...
+            whole = False
+        if whole:
+            words = self.words_(buf, starts, ends)  # (W,)
+        else:
+            flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
+            words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
         return self._assemble(words, lengths)
 
     def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -562,21 +533,6 @@ class ArpaLM:
             raise
         return self._log10_stream(stream, offset)
 
-    @functools.cached_property
-    def _hash_ids(self) -> tuple[_Table, np.ndarray]:
-        """The vocabulary's word hashes in a :class:`_Table`, and the word id of each slot (the
-        last entry, read by slot -1, is the id of ``<unk>``)."""
-        buf, starts, ends, _ = _split_text("\n".join(self.vocab))
-        if len(starts) != len(self.vocab):
-            raise ValueError("a vocabulary word holds a space or is empty: it has no text form")
-        try:
-            table = _Table(_span_hashes(buf, starts, ends), priority=self.log10_p_[1][:-1])
-        except ValueError:
-            raise ValueError("two vocabulary words share a 64-bit hash") from None
-        ids = np.full(len(table.keys) + 1, self.index_.get(UNK, -1), dtype=np.int64)
-        ids[table.slots] = np.arange(len(self.vocab))
-        return table, ids
-
     def log10_probs_text(self, text: str) -> np.ndarray:
         """:meth:`log10_probs` of ``text``: one sentence per line (a last newline is optional;
         an empty line is an empty sentence), words separated by exactly one space.
@@ -584,15 +540,14 @@ class ArpaLM:
         The same numbers as ``log10_probs([line.split(" ") for line in lines])``, computed as
         KenLM does, from the words' bytes rather than one Python string per word: the text is
         cut into words by :func:`_split_text`, each word is hashed at once by
-        :func:`_span_hashes`, and the hashes are looked up in a table of the vocabulary's hashes.
+        :func:`_span_hashes`, and the hashes are looked up among the vocabulary's.
         As in KenLM's vocabulary, a word outside the vocabulary whose 64-bit hash equals a
         vocabulary word's would be read as that word: a chance of about |V| / 2**64 per word.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, one sentence per line, got {type(text).__name__}")
         buf, starts, ends, lengths = _split_text(text[:-1] if text.endswith("\n") else text)
-        table, ids = self._hash_ids
-        words = np.take(ids, table.find(_span_hashes(buf, starts, ends)))  # (W,) slot -1: <unk>
+        words = self.words_(buf, starts, ends)  # (W,) <unk> for a word outside the vocabulary
         return self._log10_stream(*self._assemble(words, lengths))
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
@@ -601,80 +556,143 @@ class ArpaLM:
         return float(10 ** (-logs.mean()))
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{m}-grams: {len(t)}" for m, t in self.tables_.items())
-        return f"ArpaLM(order={self.order}, 1-grams: {len(self.vocab)}, {sizes})"
-
-
-_HEADER = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)")
-_SECTION = re.compile(r"^\\(\d+)-grams:\s*$", re.MULTILINE)
-
-
-def _read_section(text: str, m: int, where: str) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """The lines of one m-grams section: word columns, log10 p and log10 b (0 where absent)."""
-    try:
-        table = pd.read_csv(
-            io.StringIO(text),
-            sep=r"\s+",
-            header=None,
-            names=list(range(m + 2)),
-            dtype={j: str for j in range(1, m + 1)},
-            keep_default_na=False,
-            na_values={0: [], m + 1: [""]},
-            engine="c",
+        sizes = ", ".join(f"{m}-grams: {len(t):,}" for m, t in self.tables_.items())
+        return (
+            f"ArpaLM(order={self.order}, 1-grams: {len(self.vocab):,}, {sizes}, "
+            f"{self.nbytes / 1e6:.1f} MB)"
         )
-        logp = table[0].to_numpy(dtype=float)
-        logb = table[m + 1].fillna(0.0).to_numpy(dtype=float)
-    except (ValueError, pd.errors.ParserError) as err:
+
+
+# ------------------------------------------------------------------------------------ reading
+
+_HEADER = re.compile(rb"ngram\s+(\d+)\s*=\s*(\d+)")
+_SECTION = re.compile(rb"\\(\d+)-grams:[ \t\r]*$", re.MULTILINE)
+
+
+def _fields(buf: np.ndarray, lo: int, hi: int, m: int, where: str):
+    """The lines of the m-grams section ``buf[lo:hi]`` (``buf[lo]`` ends its header line) cut into
+    fields (runs of bytes above the space), as positions in ``buf``: ``starts`` and ``ends`` (F,)
+    of every field, ``first`` (L,) the index of each line's first field (its log10 probability;
+    the m words follow), and ``weighted`` (L,) whether the line ends in a back-off weight."""
+    sep = np.flatnonzero(buf[lo:hi] <= 32) + lo  # (K,) white space: every field lies between two
+    sep = np.append(sep, hi)  # the section ends a line
+    starts, ends = sep[:-1] + 1, sep[1:]  # (K-1,) the spans between separators
+    field = np.flatnonzero(ends > starts)  # (F,)
+    line = np.cumsum(buf[sep[:-1]] == 10, dtype=np.int32)[field]  # (F,) the line of each field
+    starts, ends = starts[field], ends[field]
+    first = np.flatnonzero(np.diff(line, prepend=-1))  # (L,) lines with no field are skipped
+    count = np.diff(np.append(first, len(starts)))  # (L,) fields per line
+    bad = np.flatnonzero((count != m + 1) & (count != m + 2))
+    if len(bad):
+        f = first[bad[0]]
+        text = buf[starts[f] : ends[f + count[bad[0]] - 1]].tobytes().decode(errors="replace")
         raise ValueError(
             f"{where}: the {m}-grams section is not lines of a log10 probability, {m} word(s) and "
-            f"an optional back-off weight ({err})"
-        ) from None
-    words = [table[j].to_numpy(dtype=object) for j in range(1, m + 1)]
-    if any((w == "").any() for w in words):
-        raise ValueError(f"{where}: a line of the {m}-grams section has fewer than {m} words")
-    return words, logp, logb
+            f"an optional back-off weight (a line reads {text!r})"
+        )
+    return starts, ends, first, count == m + 2
+
+
+def _numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str) -> np.ndarray:
+    """The numbers written in the spans ``buf[s:e]``, parsed in one cast: the spans are copied,
+    8 bytes at a time, into a table of fixed-width byte strings, which numpy casts to float64."""
+    pieces = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # 8 bytes at i
+    width = -(-int((ends - starts).max(initial=1)) // 8)  # pieces of 8 bytes in the longest
+    text = np.zeros((len(starts), width), dtype="<u8")  # (K, width) the bytes, 0 after the end
+    for j in range(width):
+        left = np.clip(ends - starts - 8 * j, 0, 8)  # (K,) bytes of the span in this piece
+        text[:, j] = pieces[np.minimum(starts + 8 * j, ends - 1)] & np.take(_MASKS, left)
+    try:
+        return text.view(f"S{8 * width}")[:, 0].astype(np.float64)
+    except ValueError as err:
+        raise ValueError(f"{what} ({err})") from None
 
 
 def read_arpa(path: str | Path) -> ArpaLM:
     """Read an ARPA back-off file (KenLM's ``lmplz``, SRILM's ``ngram-count``, :func:`write_arpa`).
 
     Raises ``ValueError`` saying what is wrong when the file is not ARPA or its counts disagree.
+    The file is read as bytes and cut with numpy, one section at a time (:func:`_parse`): no
+    Python object is made per n-gram, only one per vocabulary word; what the parsing freed is
+    then handed back to the system.
     """
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    begin, end = text.find("\\data\\"), text.find("\\end\\")
+    model = _parse(Path(path))
+    _release_free_memory()
+    return model
+
+
+def _parse(path: Path) -> ArpaLM:
+    """:func:`read_arpa` without its last step."""
+    data = path.read_bytes() + bytes(8)  # 8 zero bytes after the end: _span_hashes reads ahead
+    buf = np.frombuffer(data, dtype=np.uint8)
+    begin, end = data.find(b"\\data\\"), data.rfind(b"\\end\\")
     if begin < 0 or end < 0:
         raise ValueError(f"{path} is not an ARPA file: it needs a \\data\\ and an \\end\\ line")
-    sections = list(_SECTION.finditer(text, begin, end))
+    found = []  # the section headers: a line that starts with a backslash (a number starts
+    at = data.find(b"\n\\", begin)  # every n-gram line)
+    while 0 <= at < end:
+        header = _SECTION.match(data, at + 1)
+        if header:
+            found.append(header)
+        at = data.find(b"\n\\", at + 1)
     counts = {
-        int(a): int(b)
-        for a, b in _HEADER.findall(text, begin, sections[0].start() if sections else end)
+        int(a): int(b) for a, b in _HEADER.findall(data, begin, found[0].start() if found else end)
     }
-    if not sections or not counts:
+    if not found or not counts:
         raise ValueError(f"{path} is not an ARPA file: no ngram counts or no n-gram sections")
-    if [int(s.group(1)) for s in sections] != list(range(1, len(sections) + 1)):
+    if [int(s.group(1)) for s in found] != list(range(1, len(found) + 1)):
         raise ValueError(f"{path}: the n-gram sections are not 1, 2, ... in order")
-    levels = []
-    vocab: pd.Index | None = None
-    for k, section in enumerate(sections):
-        m = k + 1
-        stop = sections[k + 1].start() if k + 1 < len(sections) else end
-        words, logp, logb = _read_section(text[section.end() : stop], m, str(path))
-        if counts.get(m) != len(logp):
+    bounds = [(s.end(), t.start()) for s, t in zip(found, found[1:], strict=False)]
+    bounds.append((found[-1].end(), end))
+
+    def section(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Section m: the spans of each line's words (L, m) and its log10 p and b (L,)."""
+        starts, ends, first, weighted = _fields(buf, *bounds[m - 1], m, str(path))
+        if counts.get(m) != len(first):
             raise ValueError(
-                f"{path}: the header says ngram {m}={counts.get(m)}, the file lists {len(logp)}"
+                f"{path}: the header says ngram {m}={counts.get(m)}, the file lists {len(first)}"
             )
-        if vocab is None:
-            vocab = pd.Index(words[0])
-            if not vocab.is_unique:
-                raise ValueError(f"{path}: a word is listed twice among the unigrams")
-        ids = np.stack([vocab.get_indexer(w) for w in words], axis=1)  # (K, m)
-        if (ids < 0).any():
-            row, col = np.argwhere(ids < 0)[0]
-            raise ValueError(f"{path}: the {m}-gram word {words[col][row]!r} is not a unigram")
-        levels.append((ids.astype(np.int64), logp, logb))
-    assert vocab is not None
+        what = f"{path}: the {m}-grams section has a log10 number that is not a number"
+        logp = _numbers(buf, starts[first], ends[first], what)
+        logb = np.zeros(len(first))
+        logb[weighted] = _numbers(
+            buf, starts[first[weighted] + m + 1], ends[first[weighted] + m + 1], what
+        )
+        words = first[:, None] + np.arange(1, m + 1)  # (L, m) the fields of the words
+        return starts[words], ends[words], logp, logb
+
+    word_starts, word_ends, logp1, logb1 = section(1)
+    vocab = [
+        buf[s:e].tobytes().decode("utf-8")
+        for s, e in zip(word_starts[:, 0], word_ends[:, 0], strict=True)
+    ]
+    if len(set(vocab)) != len(vocab):
+        raise ValueError(f"{path}: a word is listed twice among the unigrams")
     for symbol in (BOS, EOS):
         if symbol not in vocab:
             raise ValueError(f"{path}: the unigrams must include {symbol}")
-    return ArpaLM(len(levels), list(vocab), levels)
+    words = _Vocabulary(vocab, logp1, missing=-1)
+
+    def levels() -> Iterator[Level]:
+        yield np.arange(len(vocab))[:, None], logp1, logb1
+        for m in range(2, len(bounds) + 1):
+            starts, ends, logp, logb = section(m)
+            ids = words(buf, starts.ravel(), ends.ravel()).reshape(starts.shape)  # (L, m)
+            if (ids < 0).any():
+                row, col = np.argwhere(ids < 0)[0]
+                word = buf[starts[row, col] : ends[row, col]].tobytes().decode(errors="replace")
+                raise ValueError(f"{path}: the {m}-gram word {word!r} is not a unigram")
+            yield ids, logp, logb
+
+    return ArpaLM(len(bounds), vocab, levels(), words=words)
+
+
+def _release_free_memory() -> None:
+    """Hand the memory that parsing freed back to the system. glibc's ``malloc`` keeps freed
+    blocks below its (self-raising) mmap threshold in the process's heap, so the file's bytes and
+    the parser's temporary arrays would stay resident after they are freed; ``malloc_trim(0)``
+    returns them. Elsewhere (no glibc) this does nothing."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):
+        pass

@@ -26,9 +26,10 @@ The module has two layers.
    :func:`kn_prob` is Kneser-Ney of any order written the same way, as the recursion of
    eq. (ngram-kn): the readable twin of the array model's loop.
 2. :class:`NGramLM`, the same formulas on arrays. Every n-gram of a sentence is turned into one
-   integer key (its word ids written as digits in base ``|V| + 1``), counts are ``np.unique`` over
-   those keys, and lookups are ``np.searchsorted`` into the sorted key arrays, so scoring a test set
-   is a handful of array operations rather than a Python loop per n-gram. The tests check the two
+   integer key (the row of its last ``n-1`` words among the (n-1)-grams, times ``|V| + 1``, plus
+   its first word: small at any order on any vocabulary), counts are ``np.unique`` over those
+   keys, and lookups are ``np.searchsorted`` into the sorted key arrays, so scoring a test set is a
+   handful of array operations rather than a Python loop per n-gram. The tests check the two
    layers against each other.
 
 Kneser-Ney is the interpolated form of SLP3 eq. 3.40-3.41 with one discount ``d`` at every order:
@@ -45,14 +46,15 @@ Kneser-Ney, which uses three discounts per order; the chapter says where that ma
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nlpcourse.arpa import LOG10_ZERO, ArpaLM, Level, read_arpa, write_arpa
 from nlpcourse.guard import reference
 from nlpcourse.lm import BENGIO_MIN_COUNT as BENGIO_MIN_COUNT  # chapter 1 imports it from here
 from nlpcourse.lm import (
@@ -65,10 +67,7 @@ from nlpcourse.lm import (
     check_sentences,
     perplexity_from_nll,
 )
-from nlpcourse.lm import UNK as UNK  # tests and nlpcourse.arpa import it from here
-
-if TYPE_CHECKING:
-    from nlpcourse.arpa import ArpaLM
+from nlpcourse.lm import UNK as UNK  # tests import it from here
 
 SMOOTHINGS = ("mle", "add-k", "interpolated", "absolute", "kneser-ney")
 
@@ -233,32 +232,19 @@ def kn_prob(
 # --------------------------------------------------------------------- layer 2: the array model
 
 
-class _Table:
-    """Sorted integer keys with one or more value arrays; lookup of absent keys gives 0."""
-
-    def __init__(self, keys: np.ndarray, **values: np.ndarray):
-        self.keys = keys
-        self.values = values
-
-    @classmethod
-    def count(cls, keys: np.ndarray) -> _Table:
-        unique, counts = np.unique(keys, return_counts=True)
-        return cls(unique, count=counts)
-
-    def lookup(self, keys: np.ndarray, name: str) -> np.ndarray:
-        if len(self.keys) == 0:
-            return np.zeros(len(keys), dtype=np.int64)
-        i = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        return np.where(self.keys[i] == keys, self.values[name][i], 0)
+def _find(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """The row of each query in the sorted array ``keys``, -1 where it is absent."""
+    if len(keys) == 0:
+        return np.full(len(queries), -1, dtype=np.int64)
+    i = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
+    return np.where(keys[i] == queries, i, -1)
 
 
-def _contexts(table: _Table, base: int, value: str) -> _Table:
-    """For an n-gram table, per context: the total of ``value`` and the number of word types."""
-    ctx = table.keys // base  # n-gram key -> context key (drop the last digit)
-    unique, start = np.unique(ctx, return_index=True)
-    totals = np.add.reduceat(table.values[value], start) if len(start) else start
-    types = np.diff(np.append(start, len(ctx)))
-    return _Table(unique, total=totals, types=types)
+def _per_row(rows: np.ndarray, size: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """How many times each row 0..size-1 occurs in ``rows`` (or the sum of its ``weights``), and
+    a last entry 0, which row -1 (an n-gram or context never seen) reads."""
+    counts = np.bincount(rows, weights=weights, minlength=size)
+    return np.append(counts, 0).astype(np.int32)
 
 
 class NGramLM:
@@ -275,9 +261,23 @@ class NGramLM:
     * ``"absolute"``: interpolated absolute discounting (Kneser-Ney without continuation counts).
     * ``"kneser-ney"``: interpolated Kneser-Ney, SLP3 eq. 3.40-3.41 (see the module docstring).
 
+    **Storage.** The m-grams of each order are numbered by their *row* in a sorted array of keys,
+    ``grams_[m]``: the key of ``u1 ... um`` is ``row of u2 ... um among the (m-1)-grams * (|V|+1)
+    + u1``, and a unigram's key is its word id. A key stays below (number of (m-1)-grams) x
+    (|V|+1), so any order fits 64 bits on any vocabulary (a reversed trie in arrays, the layout of
+    KenLM's sorted tables). A context of order m (the ``m-1`` words before the last) is numbered
+    by its row among the (m-1)-grams, or one past them for ``<s> ... <s>``, the context of a
+    sentence's first word (every other context ends in a predicted word, so it is an (m-1)-gram).
+    Looking an n-gram up walks from its last word to its first, one ``np.searchsorted`` per order
+    for all the queries at once; an absent n-gram gets row -1, and every array below ends in one
+    entry for row -1 (a count of 0).
+
     After :meth:`fit`: ``vocab_`` (the predicted words, :func:`nlpcourse.lm.build_vocab`; also
-    readable as ``vocab``), ``index_`` (word -> id), ``counts_[m]`` (counts of m-grams as sorted
-    integer keys, ``m = 1..order``), and ``lambdas_`` for the interpolated model.
+    readable as ``vocab``), ``index_`` (word -> id), and per order ``m = 1..order``: ``counts_[m]``
+    (``c(g)`` per m-gram row), ``totals_[m]`` and ``types_[m]`` (``sum_v c(h v)`` and
+    ``N1+(h .)`` per context row); for Kneser-Ney below the top order ``continuation_[m]``
+    (``N1+(. g)``) and ``continuation_totals_[m]`` (``sum_v N1+(. h v)``); ``lambdas_`` for the
+    interpolated model. ``nbytes`` is the memory all of these arrays hold.
     """
 
     def __init__(
@@ -330,23 +330,39 @@ class NGramLM:
         self.min_count = min_count
         self.index_ = {w: i for i, w in enumerate(self.vocab_)}
         self.base_ = len(self.vocab_) + 1  # ids 0..|V|-1 are the vocabulary, |V| is <s>
-        if self.base_**self.order >= 2**63:
-            raise ValueError(
-                f"order {self.order} with |V| = {len(self.vocab_)} does not fit 64-bit n-gram "
-                "keys; use a lower order or a larger min_count"
-            )
 
-        n, B = self.order, self.base_
+        n, B, bos = self.order, self.base_, self.base_ - 1
         ctx, w = self._windows(sentences)  # (M, n-1), (M,)
-        # counts_[m]: the m-grams are the last m words of each n-gram window
-        self.counts_ = {m: _Table.count(self._key(ctx, w, m)) for m in range(1, n + 1)}
-        self.contexts_ = {m: _contexts(self.counts_[m], B, "count") for m in self.counts_}
+        self.grams_: dict[int, np.ndarray] = {}
+        self.counts_: dict[int, np.ndarray] = {}
+        self.totals_: dict[int, np.ndarray] = {}
+        self.types_: dict[int, np.ndarray] = {}
+        context_of: dict[int, np.ndarray] = {}  # the context row of each m-gram
+        gram_key = w  # order 1: the word; every window has the one empty context, row 0
+        context_row, H = np.zeros(len(w), dtype=np.int64), 1
+        for m in range(1, n + 1):
+            self.grams_[m], first, gram_row = np.unique(
+                gram_key, return_index=True, return_inverse=True
+            )
+            K = len(self.grams_[m])
+            context_of[m] = context_row[first]
+            self.counts_[m] = _per_row(gram_row, K)  # c(g)
+            self.totals_[m] = _per_row(context_row, H)  # sum_v c(h v)
+            self.types_[m] = _per_row(context_of[m], H)  # N1+(h .)
+            if m < n:
+                # order m+1 puts the word before in front: the last m+1 words of each window
+                gram_key = gram_row * B + ctx[:, n - m - 1]
+                # its context, the m words before w, is the m-gram of the window before, or
+                # <s>^m where w starts a sentence (row K, after the m-grams)
+                context_row, H = np.where(ctx[:, -1] == bos, K, np.roll(gram_row, 1)), K + 1
         if self.smoothing == "kneser-ney":
-            # continuation count of an m-gram (m < n): distinct (m+1)-grams that end with it
-            suffixes = {m: self.counts_[m + 1].keys % B**m for m in range(1, n)}
-            self.continuation_ = {m: _Table.count(suffixes[m]) for m in suffixes}
-            self.continuation_contexts_ = {
-                m: _contexts(table, B, "count") for m, table in self.continuation_.items()
+            # N1+(. g) of an m-gram g (m < n): the (m+1)-grams whose suffix (key // B) is g
+            self.continuation_ = {
+                m: _per_row(self.grams_[m + 1] // B, len(self.grams_[m])) for m in range(1, n)
+            }
+            self.continuation_totals_ = {
+                m: _per_row(context_of[m], len(self.totals_[m]) - 1, self.continuation_[m][:-1])
+                for m in range(1, n)
             }
         if self.smoothing == "interpolated":
             if self.lambdas is not None:
@@ -362,28 +378,60 @@ class NGramLM:
         self._check_fitted()
         return self.vocab_
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the model's arrays (the n-gram and context tables and their counts)."""
+        self._check_fitted()
+        tables = [self.grams_, self.counts_, self.totals_, self.types_]
+        if self.smoothing == "kneser-ney":
+            tables += [self.continuation_, self.continuation_totals_]
+        return sum(a.nbytes for table in tables for a in table.values())
+
     def _windows(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """Every n-gram of the padded sentences as ids: contexts (M, n-1) and words (M,)."""
-        n, bos, index = self.order, self.base_ - 1, self.index_
-        stream, is_word = [], []
-        for s in sentences:
-            stream += [bos] * (n - 1) + [index.get(w, UNK_ID) for w in s] + [EOS_ID]
-            is_word += [False] * (n - 1) + [True] * (len(s) + 1)
-        stream = np.array(stream, dtype=np.int64)
-        t = np.flatnonzero(is_word)  # (M,) positions of predicted words
+        n, bos = self.order, self.base_ - 1
+        words = itertools.chain.from_iterable(sentences)
+        ids = np.fromiter(map(self.index_.get, words, itertools.repeat(UNK_ID)), np.int64)
+        lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
+        ends = np.cumsum(lengths + n)  # one past each padded sentence <s>^(n-1) w1 ... wk </s>
+        stream = np.full(ends[-1] if len(ends) else 0, bos, dtype=np.int64)
+        first = np.repeat(ends - lengths - 1 - (np.cumsum(lengths) - lengths), lengths)
+        stream[first + np.arange(len(ids))] = ids  # the words, each after its sentence's <s>
+        stream[ends - 1] = EOS_ID
+        t = np.flatnonzero(stream != bos)  # (M,) positions of predicted words
         ctx = np.zeros((len(t), n - 1), dtype=np.int64)  # (M, n-1)
         for j in range(n - 1):
             ctx[:, j] = stream[t - n + 1 + j]
         return ctx, stream[t]
 
-    def _key(self, ctx: np.ndarray, w: np.ndarray | None, m: int) -> np.ndarray:
-        """Integer key of the m-gram made of the last m-1 context words and ``w``.
+    def _walk(self, rows: np.ndarray, before: np.ndarray) -> list[np.ndarray]:
+        """Rows of growing m-grams, -1 where never seen: from the rows of unigrams, each order
+        puts the next word of ``before`` (Q, k) in front (key = row * B + word): orders 1..k+1.
+        A row -1 stays -1 (its keys are negative)."""
+        out = [rows]
+        for j in range(before.shape[1]):
+            out.append(_find(self.grams_[j + 2], out[-1] * self.base_ + before[:, j]))
+        return out
 
-        With ``w=None``, the key of the (m-1)-word context alone."""
-        key = np.zeros(len(ctx), dtype=np.int64)
-        for j in range(ctx.shape[1] - (m - 1), ctx.shape[1]):
-            key = key * self.base_ + ctx[:, j]
-        return key if w is None else key * self.base_ + w
+    def _context_rows(self, ctx: np.ndarray, top: int) -> list[np.ndarray]:
+        """Per order m = 1..top, the row of the context (the last m-1 words of ``ctx``): 0 for the
+        empty context of order 1; above it the row of the context among the (m-1)-grams, or one
+        past them for ``<s> ... <s>``, the context of a sentence's first word."""
+        before = ctx[:, ::-1]  # (Q, n-1) the context words, nearest first
+        rows = [np.zeros(len(ctx), dtype=np.int64)]
+        if top > 1:
+            walked = self._walk(_find(self.grams_[1], before[:, 0]), before[:, 1 : top - 1])
+            starts = np.ones(len(ctx), dtype=bool)  # is the context <s> ... <s>
+            for m in range(2, top + 1):
+                starts &= before[:, m - 2] == self.base_ - 1
+                rows.append(np.where(starts, len(self.grams_[m - 1]), walked[m - 2]))
+        return rows
+
+    def _rows(self, ctx: np.ndarray, w: np.ndarray, top: int) -> list[tuple[np.ndarray, ...]]:
+        """Per order m = 1..top: the row of the m-gram (the last m-1 words of ``ctx``, then
+        ``w``) and the row of its context, -1 where never seen."""
+        grams = self._walk(_find(self.grams_[1], w), ctx[:, ::-1][:, : top - 1])
+        return list(zip(grams, self._context_rows(ctx, top), strict=True))
 
     def _tune_lambdas(self, heldout: list[list[str]]) -> np.ndarray:
         """EM for the interpolation weights on held-out data (deleted interpolation).
@@ -406,37 +454,30 @@ class NGramLM:
 
     # -- scoring --------------------------------------------------------------------------------
 
-    def _mle(self, ctx: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """Order-m relative frequency and whether the context was seen (eq. ngram-mle)."""
-        c_ctx = self.contexts_[m].lookup(self._key(ctx, None, m), "total")
-        c = self.counts_[m].lookup(self._key(ctx, w, m), "count")
-        return c / np.maximum(c_ctx, 1), c_ctx > 0
-
     def _components(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Columns: uniform, then the MLE of orders 1..n, an unseen context taking the shorter
-        context's estimate (eq. ngram-interp). Shape (M, n+1)."""
+        """Columns: uniform, then the MLE of orders 1..n (eq. ngram-mle), an unseen context taking
+        the shorter context's estimate (eq. ngram-interp). Shape (M, n+1)."""
         columns = [np.full(len(w), 1 / len(self.vocab_))]
-        for m in range(1, self.order + 1):
-            p, seen = self._mle(ctx, w, m)
-            columns.append(np.where(seen, p, columns[-1]) if m > 1 else p)
+        for m, (gram, context) in enumerate(self._rows(ctx, w, self.order), start=1):
+            total = self.totals_[m][context]
+            p = self.counts_[m][gram] / np.maximum(total, 1)
+            columns.append(np.where(total > 0, p, columns[-1]) if m > 1 else p)
         return np.stack(columns, axis=1)
 
     def _discounted(self, ctx: np.ndarray, w: np.ndarray, top: int | None = None) -> np.ndarray:
         """Interpolated absolute discounting / Kneser-Ney, eq. (ngram-kn), lowest order first.
 
         ``top`` stops the recursion at that order (the lower-order distributions that an ARPA
-        file lists, :mod:`nlpcourse.arpa`); by default it runs to the model's order."""
+        file lists, :meth:`backoff_levels`); by default it runs to the model's order."""
         d, n = self.discount, self.order
         p = np.full(len(w), 1 / len(self.vocab_))  # the uniform base
-        for m in range(1, (top or n) + 1):
+        for m, (gram, context) in enumerate(self._rows(ctx, w, top or n), start=1):
             if m < n and self.smoothing == "kneser-ney":
-                table, contexts = self.continuation_[m], self.continuation_contexts_[m]
+                c = self.continuation_[m][gram]  # c_KN(ctx w) = N1+(. ctx w)
+                total = self.continuation_totals_[m][context]  # sum_v c_KN(ctx v)
             else:
-                table, contexts = self.counts_[m], self.contexts_[m]
-            ctx_key = self._key(ctx, None, m)
-            total = contexts.lookup(ctx_key, "total")  # sum_v c_KN(ctx v)
-            types = contexts.lookup(ctx_key, "types")  # N1+(ctx .)
-            c = table.lookup(self._key(ctx, w, m), "count")
+                c, total = self.counts_[m][gram], self.totals_[m][context]
+            types = self.types_[m][context]  # N1+(ctx .)
             safe = np.maximum(total, 1)
             interpolated = np.maximum(c - d, 0) / safe + d * types / safe * p
             p = np.where(total > 0, interpolated, p)  # unseen context: back off fully
@@ -445,13 +486,14 @@ class NGramLM:
     @reference
     def _prob_ids(self, ctx: np.ndarray, w: np.ndarray) -> np.ndarray:
         """P(w | ctx) for arrays of contexts (M, n-1) and words (M,)."""
-        if self.smoothing == "mle":
-            return self._mle(ctx, w, self.order)[0]
-        if self.smoothing == "add-k":
-            m, k, V = self.order, self.k, len(self.vocab_)
-            c_ctx = self.contexts_[m].lookup(self._key(ctx, None, m), "total")
-            c = self.counts_[m].lookup(self._key(ctx, w, m), "count")
-            return (c + k) / (c_ctx + k * V)
+        n = self.order
+        if self.smoothing == "mle":  # eq. (ngram-mle); 0 after an unseen context
+            gram, context = self._rows(ctx, w, n)[-1]
+            return self.counts_[n][gram] / np.maximum(self.totals_[n][context], 1)
+        if self.smoothing == "add-k":  # eq. (ngram-addk)
+            k, V = self.k, len(self.vocab_)
+            gram, context = self._rows(ctx, w, n)[-1]
+            return (self.counts_[n][gram] + k) / (self.totals_[n][context] + k * V)
         if self.smoothing == "interpolated":
             return self._components(ctx, w) @ self.lambdas_
         return self._discounted(ctx, w)
@@ -520,11 +562,93 @@ class NGramLM:
         self._check_fitted()
         return self._prob_ids(*self._windows(check_sentences(sentences, "token_probs")))
 
+    # -- the back-off form, for ARPA files -----------------------------------------------------
+
+    def _gram_ids(self, m: int) -> np.ndarray:
+        """The word ids of every m-gram, (K, m) in row order, first word first: a key's last digit
+        (``key % B``) is the first word, the rest (``key // B``) the row of the suffix."""
+        keys = self.grams_[m]
+        if m == 1:
+            return keys[:, None]
+        return np.column_stack([keys % self.base_, self._gram_ids(m - 1)[keys // self.base_]])
+
+    def _gamma(self, ctx: np.ndarray, m: int) -> np.ndarray:
+        """The weight of the back-off term of order m for contexts ``ctx`` (M, n-1): ``gamma(h)``
+        for a seen context, 1 for an unseen one (it backs off fully)."""
+        context = self._context_rows(ctx, m)[-1]
+        if self.smoothing == "add-k":
+            if m < self.order:
+                return np.ones(len(ctx))  # uniform backs off to uniform
+            kV = self.k * len(self.vocab_)
+            return kV / (self.totals_[m][context] + kV)
+        if m < self.order and self.smoothing == "kneser-ney":
+            total = self.continuation_totals_[m][context]
+        else:
+            total = self.totals_[m][context]
+        types = self.types_[m][context]
+        return np.where(total > 0, self.discount * types / np.maximum(total, 1), 1.0)
+
+    def _level_prob(self, ctx: np.ndarray, w: np.ndarray, top: int) -> np.ndarray:
+        """P(w | last top-1 words of ctx) of the model's order-``top`` distribution."""
+        if self.smoothing == "add-k":
+            if top < self.order:
+                return np.full(len(w), 1 / len(self.vocab_))  # add-k's lower orders are uniform
+            return self._prob_ids(ctx, w)
+        return self._discounted(ctx, w, top=top)
+
+    def backoff_levels(self) -> tuple[list[str], list[Level]]:
+        """The model in back-off form (:mod:`nlpcourse.arpa` explains it): the words (the name of
+        each id, ``<s>`` last), and per order m the listed m-grams as ids (K, m) with their log10
+        probabilities (K,) and log10 back-off weights (K,). Kneser-Ney, absolute discounting and
+        add-k have this form; MLE and fixed-weight interpolation raise ``ValueError`` saying why.
+        """
+        self._check_fitted()
+        if self.smoothing == "mle":
+            raise ValueError(
+                "an MLE model gives probability 0 to every n-gram it never saw, and an unseen "
+                "context has no distribution at all: ARPA needs a probability for every word after "
+                "every history, so an MLE model cannot be written (use add-k or Kneser-Ney)"
+            )
+        if self.smoothing == "interpolated":
+            raise ValueError(
+                "fixed-weight (Jelinek-Mercer) interpolation has no exact back-off form: where a "
+                "context is unseen the model re-weights the shorter orders, which a back-off file "
+                "cannot express without listing every unseen context; use Kneser-Ney or absolute "
+                "discounting, which interpolate and back off at once"
+            )
+        n, bos, V = self.order, self.base_ - 1, len(self.vocab_)
+        top = self._gram_ids(n)  # (K, n) the padded n-grams, some starting with <s>
+        n_bos = (top == bos).sum(axis=1)  # (K,)
+        levels: list[Level] = []
+        for m in range(1, n + 1):
+            # the m-grams without <s> (every word is a unigram), with their order-m probability
+            ids = np.arange(V)[:, None] if m == 1 else self._gram_ids(m)
+            ids = ids[(ids != bos).all(axis=1)]
+            ctx = np.full((len(ids), n - 1), bos, dtype=np.int64)  # (K, n-1) padded with <s>
+            ctx[:, n - m :] = ids[:, :-1]
+            logp = np.log10(self._level_prob(ctx, ids[:, -1], top=m))
+            if m > 1:  # "<s> v" with |v| = m-1: the padded <s>^(n-m+1) v, the first m-1 words
+                rows = top[n_bos == n - m + 1]  # (K, n)
+                ids = np.concatenate([ids, rows[:, n - m :]])
+                logp = np.concatenate([logp, np.log10(self._prob_ids(rows[:, :-1], rows[:, -1]))])
+            else:
+                ids = np.concatenate([ids, [[bos]]])
+                logp = np.append(logp, LOG10_ZERO)  # <s> is never predicted
+            logb = np.zeros(len(ids))
+            if m < n:  # b(g): gamma of the next order up; for "<s> v" the padded orders' product
+                ctx = np.full((len(ids), n - 1), bos, dtype=np.int64)
+                ctx[:, n - 1 - m :] = ids
+                starts = ids[:, 0] == bos  # "<s> v" stands for the contexts <s>...<s> v
+                b = self._gamma(ctx, m + 1)
+                for k in range(m + 2, n + 1):
+                    b = np.where(starts, b * self._gamma(ctx, k), b)
+                logb = np.log10(b)
+            levels.append((ids, logp, logb))
+        return self.vocab_ + [BOS], levels
+
     def to_arpa(self, path: str | Path) -> Path:
         """Write the model as an ARPA back-off file, the format KenLM, SRILM and Kaldi read
-        (:func:`nlpcourse.arpa.write_arpa`: Kneser-Ney, absolute discounting and add-k)."""
-        from nlpcourse.arpa import write_arpa
-
+        (:meth:`backoff_levels` written by :func:`nlpcourse.arpa.write_arpa`)."""
         return write_arpa(self, path)
 
     @staticmethod
@@ -532,13 +656,16 @@ class NGramLM:
         """Read any ARPA back-off file (ours, KenLM's ``lmplz``, SRILM's) into a model with the
         same scoring interface (:class:`nlpcourse.arpa.ArpaLM`: ``prob``, ``logprob``,
         ``perplexity``, ``log10_probs``)."""
-        from nlpcourse.arpa import read_arpa
-
         return read_arpa(path)
 
     def __repr__(self) -> str:
-        fitted = f", |V|={len(self.vocab_)}" if hasattr(self, "vocab_") else ""
-        return f"NGramLM(order={self.order}, smoothing={self.smoothing!r}{fitted})"
+        if not hasattr(self, "vocab_"):
+            return f"NGramLM(order={self.order}, smoothing={self.smoothing!r})"
+        grams = sum(len(g) for g in self.grams_.values())
+        return (
+            f"NGramLM(order={self.order}, smoothing={self.smoothing!r}, |V|={len(self.vocab_):,}, "
+            f"{grams:,} n-grams of orders 1-{self.order}, {self.nbytes / 1e6:.1f} MB)"
+        )
 
 
 def _check_lambdas(lambdas: Sequence[float], order: int) -> None:

@@ -350,3 +350,22 @@ def test_transformer_chapter_reproduces_the_walkthroughs(pages):
     curve = [p for p in record["curve"] if "valid_ppl" in p]
     assert page["long_cross_step"] == curve[1]["step"]
     assert page["long_curve_end_ratio"] < 1
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_ngram_chapter_full_vocabulary_section(pages):
+    """Chapter 1's "Longer contexts, every word kept": |V| and the share of unknown test words
+    counted here from the corpus; perplexities above the Bengio vocabulary's; the model grows with
+    the order; more test 5-grams unseen than 4-grams."""
+    page = pages["book/ngrams"]
+    train, _, test = brown_split()
+    seen = {w for s in train for w in s}
+    assert page["full_vocab"] == len(seen) + 2, "every training word, </s> and <unk>"
+    unknown = [w not in seen for s in test for w in s]
+    assert page["full_unk_pct"] == pytest.approx(100 * sum(unknown) / len(unknown))
+    full = [page[f"full_ppl_{n}"] for n in (2, 3, 4, 5)]
+    assert min(full) > max(page["kn3_test"], page["kn4_test"])
+    sizes = [page[f"full_mb_{n}"] for n in (2, 3, 4, 5)]
+    assert sizes == sorted(sizes) and sizes[0] > 0
+    assert page["unseen_4gram_pct"] < page["unseen_5gram_pct"] < 100

@@ -106,7 +106,7 @@ def test_kneser_ney_bigram_by_hand():
 # ---------------------------------------------------------------------------- brute force
 
 
-@pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mle_and_addk_match_recount(order, seed):
     corpus = random_corpus(seed)
@@ -160,7 +160,7 @@ def test_kn_prob_sums_to_one_and_is_the_bigram_formula(continuation):
 
 
 @pytest.mark.parametrize("smoothing", ["kneser-ney", "absolute"])
-@pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
 def test_array_model_equals_the_readable_recursion(smoothing, order):
     corpus = random_corpus(order, n_types=6)
     lm = NGramLM(order, smoothing, discount=0.6).fit(corpus)
@@ -174,6 +174,43 @@ def test_array_model_equals_the_readable_recursion(smoothing, order):
         for w in lm.vocab_:
             expected = kn_prob(counts, ctx_ids, w, len(lm.vocab_), 0.6, smoothing == "kneser-ney")
             assert lm.prob(w, ctx) == pytest.approx(expected, abs=1e-12)
+
+
+def test_any_order_on_a_vocabulary_whose_ngrams_overflow_64_bits():
+    """Order 6 on about 2,500 word types: |V|^6 is past 2**63, so an n-gram key made of its word
+    ids as digits could not hold it. The model fits and equals the readable recursion on the
+    n-grams of the corpus, on shuffled ones (mostly unseen) and after an unseen context."""
+    rng = random.Random(6)
+    words = [f"w{i}" for i in range(3000)]
+    corpus = [rng.sample(words, rng.randint(0, 9)) for _ in range(600)]
+    corpus += [corpus[i][:] for i in range(0, 600, 7)]  # repeated sentences: counts above 1
+    lm = NGramLM(6, "kneser-ney", discount=0.7).fit(corpus)
+    assert len(lm.vocab_) ** 6 > 2**63
+    counts = count_ngrams(corpus, 6)
+    queries = list(counts)[:40]
+    queries += [tuple(rng.sample(g, 6)) for g in queries[:20]]
+    queries = [g for g in queries if g[-1] != BOS] + [(BOS, BOS, BOS, "w1", "zzz", "w2")]
+    for g in queries:
+        ctx = tuple(u if u in lm.index_ or u == BOS else UNK for u in g[:-1])
+        expected = kn_prob(counts, ctx, g[-1], len(lm.vocab_), 0.7)
+        assert lm.prob(g[-1], g[:-1]) == pytest.approx(expected, abs=1e-12), g
+
+
+def test_a_fitted_model_states_its_size():
+    """nbytes counts the bytes of every table the fitted model holds (counted here from its
+    attributes, independently), and the repr says it."""
+    lm = NGramLM(3, "kneser-ney").fit(random_corpus(2, 200))
+    arrays = [
+        a
+        for value in vars(lm).values()
+        if isinstance(value, dict)
+        for a in value.values()
+        if isinstance(a, np.ndarray)
+    ]
+    assert lm.nbytes == sum(a.nbytes for a in arrays) > 0
+    assert f"{lm.nbytes / 1e6:.1f} MB" in repr(lm)
+    with pytest.raises(NotFittedError):
+        _ = NGramLM(3).nbytes
 
 
 def test_kn_bigram_function_matches_model():
@@ -224,7 +261,7 @@ def test_em_lambdas_maximise_heldout_likelihood():
 
 
 @pytest.mark.parametrize("smoothing", [s for s in SMOOTHINGS if s != "mle"])
-@pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
 def test_every_smoothed_distribution_sums_to_one(smoothing, order):
     corpus = random_corpus(order + 20)
     lm = NGramLM(order, smoothing, lambdas=[1 / (order + 1)] * (order + 1)).fit(corpus)
