@@ -186,23 +186,24 @@ from collections.abc import Callable
 {functions}'''
 
 
-def stub_tests(what: str, parts: list[str], prefix: str) -> str:
+def stub_tests(doc: str, fail: str, parts: list[str], prefix: str) -> str:
+    """A test file whose every test fails with ``fail`` (``{part}`` filled in) until written."""
     tests = "".join(
         f'''
 
 def test_{prefix}{part}():
-    pytest.fail("{TODO}: {what.format(part=part)}")
+    pytest.fail("{TODO}: {fail.format(part=part)}")
 '''
         for part in parts
     )
-    return f'"""{TODO}: {what.format(part="each part")}."""\n\nimport pytest\n{tests}'
+    return f'"""{TODO}: {doc}\n"""\n\nimport pytest\n{tests}'
 
 
 def benchmark(name: str) -> str:
     return f'''"""Speed of nlpcourse.{name} against the peer a user would pick, as ratios.
 
-{TODO}: the peer, the sizes, and the ratios printed; run `.venv/bin/python benchmarks/{name}.py`
-and copy its figures into benchmarks/README.md.
+{TODO}: the peer, the sizes, and the ratios printed. Run it alone:
+.venv/bin/python benchmarks/{name}.py, and copy its figures into benchmarks/README.md.
 """
 
 raise SystemExit("{TODO}: benchmarks/{name}.py measures nothing yet")
@@ -315,13 +316,16 @@ def plan(repo: Path, number: str, name: str, title: str, parts: list[str]) -> di
         f"nlpcourse/{name}.py": module(number, name, title, parts),
         f"nlpcourse/checks/{name}.py": checks(number, name, parts),
         f"tests/test_{name}.py": stub_tests(
-            f"test nlpcourse.{name}.{{part}} against an independent oracle "
-            "(brute force, a hand-worked example, a library)",
+            f"the tests of nlpcourse.{name} against oracles independent of it\n"
+            "(brute force on tiny inputs, a hand-worked example, a library such as nltk or torch).",
+            f"test {name}.{{part}} against an oracle",
             parts,
             "",
         ),
         f"tests/test_checks_{name}.py": stub_tests(
-            "prove check_{part} passes right answers written differently and names each mistake",
+            f"the tests of nlpcourse.checks.{name}: a right answer written differently\n"
+            "passes, each recognised mistake is named, an unforeseen wrong answer shows the case.",
+            "test check_{part}",
             parts,
             "check_",
         ),
