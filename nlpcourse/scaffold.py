@@ -252,12 +252,8 @@ def readme_with(readme: str, number: str, name: str, title: str, parts: list[str
     """The README with the exercise table row and the grading walk-through line."""
     what = f"{TODO}: {', '.join(parts)}"
     row = f"| `exercises/{number}-{name}/{name}.ipynb` | {int(number)}, {title.lower()} | {what} |"
-    rows = [
-        line
-        for line in readme.splitlines()
-        if re.match(r"\|\s*`exercises/(\d\d)-", line) and line[3:5] < number
-    ]
     table = [line for line in readme.splitlines() if re.match(r"\|\s*`exercises/\d\d-", line)]
+    rows = [line for line in table if line.split("`exercises/", 1)[1][:2] < number]
     anchor = rows[-1] if rows else (table[0] if table else None)
     if anchor is None:
         raise ScaffoldError("README.md has no exercise table (rows `| `exercises/NN-name/...`)")
