@@ -90,9 +90,7 @@ def test_scaffold_output_passes_the_checklist_and_fails_its_stub_tests(tmp_path)
         source = nb["cells"][4 + 3 * i]["source"]
         assert f"check_{part}({part}, hidden=True)" in source
         assert "### BEGIN HIDDEN TESTS" in source
-    assert structure.graded_parts(repo / "solutions/07-embeddings/embeddings.ipynb") == [
-        f"test_{part}" for part in PARTS
-    ]
+    assert structure.graded_parts(repo / "solutions/07-embeddings/embeddings.ipynb") == PARTS
     assert structure.checks_topic("07-embeddings", repo) == "embeddings"
 
     # honest stubs: every scaffolded test fails, and the TODOs are listed

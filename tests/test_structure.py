@@ -137,13 +137,17 @@ def chapters(repo: Path = REPO) -> dict[str, str | None]:
 
 
 def graded_parts(notebook: Path) -> list[str]:
-    """The grade_ids of the graded cells of a source notebook."""
+    """The parts of a source notebook as ``tests/test_exercises.py`` counts them: the grade_ids of
+    the solution cells that a graded test cell follows."""
     nb = nbformat.read(notebook, 4)
-    return [
-        cell.metadata["nbgrader"]["grade_id"]
-        for cell in nb.cells
-        if cell.metadata.get("nbgrader", {}).get("grade")
-    ]
+    parts, part = [], None
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            part = meta["grade_id"]
+        if meta.get("grade") and part is not None and part not in parts:
+            parts.append(part)
+    return parts
 
 
 def missing_for(chapter: str, repo: Path = REPO) -> list[str]:
@@ -251,6 +255,8 @@ def make_chapter(repo: Path, number: str, name: str, topic: str, parts: int = MI
     """Every piece of the checklist for one chapter, as empty stand-ins, in a scratch repo."""
     nb = nbformat.v4.new_notebook()
     for part in ["a", "b", "c", "d", "e"][:parts]:
+        nb.cells.append(nbformat.v4.new_code_cell(f"def {part}(): ..."))
+        nb.cells[-1].metadata["nbgrader"] = {"solution": True, "grade_id": part}
         nb.cells.append(nbformat.v4.new_code_cell(f"nlpcourse.checks.{topic}.check_{part}({part})"))
         nb.cells[-1].metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{part}", "points": 1}
     files = {
