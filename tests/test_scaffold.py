@@ -121,6 +121,8 @@ def test_scaffold_refuses_to_overwrite_and_says_what_exists(tmp_path, capsys):
         scaffold.plan(repo, "02", "tagging", "Tagging", PARTS)
     with pytest.raises(scaffold.ScaffoldError, match="at least 5 graded parts"):
         scaffold.plan(repo, "08", "vectors", "Vectors", PARTS[:2])
+    assert scaffold.main(["glued"]) == 2
+    assert "usage" in capsys.readouterr().err
 
 
 @pytest.mark.slow
