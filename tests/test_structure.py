@@ -1,10 +1,17 @@
 """Adding a chapter is a checklist, and this test enforces the parts of it a program can check.
 
 CONTRIBUTING.md lists everything a chapter touches. Everything here is found from the repository
-itself, never from a fixed list of chapters: an assignment folder ``solutions/NN-name/`` declares a
-chapter, and the topic of its checks (``nlpcourse.checks.<topic>`` in its graded test cells) names
-the package module. For each assignment, the test asks for
+itself, never from a fixed list of chapters: a chapter is any name that one of its pieces declares,
+so the test names what is missing from the first file a contributor creates: the page
+``book/<name>.md`` (any page but the front and back matter of ``MATTER``), an entry
+``book/<name>`` of ``_toc.yml``, an assignment folder ``solutions/NN-name/`` or a row of the
+README's exercise table.
+The topic of an assignment's checks (``nlpcourse.checks.<topic>`` in its graded test cells) names
+the package module (the chapter's name until the notebook has test cells). For each chapter, the
+test asks for
 
+- the source notebook ``solutions/NN-name/<name>.ipynb``, with at least five graded parts
+  (``tests/test_exercises.py`` asserts it with the real nbgrader, minutes later);
 - the chapter page ``book/<name>.md``, in ``_toc.yml`` in the order of the chapter numbers (the
   front page builds its list of chapters from ``_toc.yml``); the student notebook in ``_toc.yml``
   too, if the book shows the other exercises there;
@@ -19,7 +26,9 @@ For the whole book: every equation label that the package's code names exists in
 ``{eq}`` reference and every citation key of a page is defined; every page in ``_toc.yml`` exists
 and every page in ``book/`` is in ``_toc.yml``; no chapter redefines the book helper ``keep``.
 
-A failure names the chapter and what is missing, so the message alone says what to add.
+A failure names the chapter and what is missing, so the message alone says what to add. The stubs
+that ``python -m nlpcourse.scaffold`` writes count as present; each ``SCAFFOLD-TODO`` left in them
+is listed as an expected failure (``pytest -ra``), and the stub tests themselves fail.
 """
 
 from __future__ import annotations
@@ -33,11 +42,23 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BOOK = REPO / "book"
-ASSIGNMENTS = sorted(
-    p.name
-    for p in (REPO / "solutions").iterdir()
-    if p.is_dir() and re.fullmatch(r"\d\d-\w+", p.name)
-)
+# Pages of the book that are not chapters: the front page, the exercises' page, the back matter.
+MATTER = {"intro", "exercises", "notation", "references"}
+MIN_PARTS = 5  # tests/test_exercises.py: "an exercise has at least five graded parts"
+TODO = "SCAFFOLD-TODO"  # what nlpcourse.scaffold leaves where the contributor has work to do
+
+
+def assignments(repo: Path = REPO) -> list[str]:
+    """The assignment folders ``solutions/NN-name``."""
+    folder = repo / "solutions"
+    return sorted(
+        p.name
+        for p in (folder.iterdir() if folder.is_dir() else [])
+        if p.is_dir() and re.fullmatch(r"\d\d-\w+", p.name)
+    )
+
+
+ASSIGNMENTS = assignments()
 
 # An equation label is cited in the code as ``eq. (label)``, or bare as ``(label)`` in a comment
 # beside the line that implements it. A bare ``(word-word)`` in the code is taken for a label
@@ -100,9 +121,52 @@ def readme_exercise_rows(repo: Path = REPO) -> dict[str, str]:
     return rows
 
 
-def missing_for(assignment: str, repo: Path = REPO) -> list[str]:
-    """What the chapter of ``assignment`` lacks, one line per missing piece."""
-    number, name = assignment.split("-", 1)
+def chapters(repo: Path = REPO) -> dict[str, str | None]:
+    """{name: its assignment ``NN-name``, or None if it has none yet} for every chapter that any of
+    its pieces declares: a page of ``book/``, an entry of ``_toc.yml``, a folder of
+    ``solutions/``, a row of the README's exercise table."""
+    found: dict[str, str | None] = {}
+    for assignment in [*assignments(repo), *readme_exercise_rows(repo)]:
+        found[assignment.split("-", 1)[1]] = assignment
+    pages = [md.stem for md in (repo / "book").glob("*.md")]
+    pages += [p.removeprefix("book/") for p in toc_pages(repo) if p.startswith("book/")]
+    for name in pages:
+        if name not in MATTER:
+            found.setdefault(name, None)
+    return found
+
+
+def graded_parts(notebook: Path) -> list[str]:
+    """The parts of a source notebook as ``tests/test_exercises.py`` counts them: the grade_ids of
+    the solution cells that a graded test cell follows."""
+    nb = nbformat.read(notebook, 4)
+    parts, part = [], None
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            part = meta["grade_id"]
+        if meta.get("grade") and part is not None and part not in parts:
+            parts.append(part)
+    return parts
+
+
+def missing_for(chapter: str, repo: Path = REPO) -> list[str]:
+    """What ``chapter`` (its name, or its assignment ``NN-name``) lacks, one line per piece."""
+    name = chapter.split("-", 1)[1] if re.fullmatch(r"\d\d-\w+", chapter) else chapter
+    assignment = chapter if chapter != name else chapters(repo).get(name)
+    if assignment is None:
+        return [
+            f"the source notebook solutions/NN-{name}/{name}.ipynb, NN its chapter number "
+            f'(`python -m nlpcourse.scaffold NN {name} "Title" part ...` writes every piece '
+            "that does not exist yet)"
+        ] + missing_pieces(name, name, repo)
+    return missing_pieces(assignment, name, repo)
+
+
+def missing_pieces(assignment: str, name: str, repo: Path) -> list[str]:
+    """What the chapter lacks; ``assignment`` is ``NN-name``, or ``name`` if there is none."""
+    number = assignment.split("-", 1)[0] if assignment != name else "NN"
+    released = f"{number}-{name}"  # the assignment's folder name, NN- until it has a number
     missing = []
 
     def need(path: str, what: str) -> bool:
@@ -111,25 +175,33 @@ def missing_for(assignment: str, repo: Path = REPO) -> list[str]:
             return False
         return True
 
-    notebooks = [p.name for p in (repo / "solutions" / assignment).glob("*.ipynb")]
-    if notebooks != [f"{name}.ipynb"]:
+    folder = repo / "solutions" / assignment
+    notebooks = [p.name for p in folder.glob("*.ipynb")] if assignment != name else []
+    if assignment != name and notebooks != [f"{name}.ipynb"]:
         missing.append(
             f"the source notebook: solutions/{assignment}/{name}.ipynb alone (found {notebooks})"
         )
+    if notebooks == [f"{name}.ipynb"]:
+        parts = graded_parts(folder / f"{name}.ipynb")
+        if len(parts) < MIN_PARTS:
+            missing.append(
+                f"at least {MIN_PARTS} graded parts in solutions/{assignment}/{name}.ipynb "
+                f"(tests/test_exercises.py asserts it); it has {len(parts)}: {parts}"
+            )
     need(
-        f"exercises/{assignment}/{name}.ipynb",
+        f"exercises/{released}/{name}.ipynb",
         "the student notebook generated by `nbgrader generate_assignment`",
     )
     if need(f"book/{name}.md", "the chapter page"):
         if f"book/{name}" not in toc_pages(repo):
             missing.append(f"an entry `- file: book/{name}` in _toc.yml")
     shown = [page for page in toc_pages(repo) if page.startswith("exercises/")]
-    if shown and f"exercises/{assignment}/{name}" not in shown:
+    if shown and f"exercises/{released}/{name}" not in shown:
         missing.append(
-            f"the student notebook in _toc.yml, `- file: exercises/{assignment}/{name}` under "
+            f"the student notebook in _toc.yml, `- file: exercises/{released}/{name}` under "
             "book/exercises, as the other exercises are"
         )
-    topic = checks_topic(assignment, repo)
+    topic = checks_topic(assignment, repo) if notebooks else name
     if topic is None:
         missing.append(
             "graded test cells that call the checks of one topic, `nlpcourse.checks.<topic>`"
@@ -148,17 +220,18 @@ def missing_for(assignment: str, repo: Path = REPO) -> list[str]:
                 )
     if assignment not in readme_exercise_rows(repo):
         missing.append(
-            f"a row in the README's exercise table: | `exercises/{assignment}/{name}.ipynb` | "
-            f"{int(number)}, <chapter title> | <what you write> |"
+            f"a row in the README's exercise table: | `exercises/{released}/{name}.ipynb` | "
+            f"{number.lstrip('0') or 'N'}, <chapter title> | <what you write> |"
         )
     return missing
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_chapter_checklist(assignment):
-    missing = missing_for(assignment)
+@pytest.mark.parametrize("chapter", sorted(chapters()))
+def test_chapter_checklist(chapter):
+    missing = missing_for(chapter)
+    assignment = chapters()[chapter] or chapter
     message = (
-        f"the chapter of solutions/{assignment} is incomplete (see the checklist in "
+        f"the chapter {assignment} is incomplete (see the checklist in "
         "CONTRIBUTING.md); it lacks\n  - " + "\n  - ".join(missing)
     )
     if assignment in PENDING:
@@ -178,11 +251,14 @@ def pending_topics() -> dict[str, str]:
     return topics
 
 
-def make_chapter(repo: Path, number: str, name: str, topic: str) -> None:
+def make_chapter(repo: Path, number: str, name: str, topic: str, parts: int = MIN_PARTS) -> None:
     """Every piece of the checklist for one chapter, as empty stand-ins, in a scratch repo."""
     nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_code_cell(f"nlpcourse.checks.{topic}.check_part(part)"))
-    nb.cells[-1].metadata["nbgrader"] = {"grade": True, "grade_id": "test_part", "points": 1}
+    for part in ["a", "b", "c", "d", "e"][:parts]:
+        nb.cells.append(nbformat.v4.new_code_cell(f"def {part}(): ..."))
+        nb.cells[-1].metadata["nbgrader"] = {"solution": True, "grade_id": part}
+        nb.cells.append(nbformat.v4.new_code_cell(f"nlpcourse.checks.{topic}.check_{part}({part})"))
+        nb.cells[-1].metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{part}", "points": 1}
     files = {
         f"exercises/{number}-{name}/{name}.ipynb": "",
         f"book/{name}.md": "",
@@ -225,6 +301,67 @@ def test_checklist_passes_a_complete_chapter_and_names_what_is_missing(tmp_path)
     assert "- file: book/tagging" in missing[0]
     assert "tests/test_checks_crf.py" in missing[1]
     assert "`benchmarks/crf.py`" in missing[2]
+
+
+def test_checklist_starts_from_the_page_and_counts_the_parts(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n")
+    (tmp_path / "benchmarks" / "README.md").write_text("# Benchmarks\n")
+    (tmp_path / "README.md").write_text("| exercise | chapter | what you write |\n|---|---|---|\n")
+    for matter in MATTER:
+        (tmp_path / "book" / f"{matter}.md").write_text("")
+    (tmp_path / "book" / "embeddings.md").write_text("")  # the first file of a new chapter
+    assert sorted(chapters(tmp_path)) == ["embeddings"]
+    missing = missing_for("embeddings", tmp_path)
+    assert "solutions/NN-embeddings/embeddings.ipynb" in missing[0]
+    assert any("exercises/NN-embeddings/embeddings.ipynb" in line for line in missing)
+    assert any("- file: book/embeddings" in line for line in missing)
+    assert any("nlpcourse/embeddings.py" in line for line in missing)
+    assert any("`exercises/NN-embeddings/embeddings.ipynb`" in line for line in missing)
+    # an entry of _toc.yml alone declares a chapter too
+    with open(tmp_path / "_toc.yml", "a") as toc:
+        toc.write("  - file: book/tagging\n")
+    assert sorted(chapters(tmp_path)) == ["embeddings", "tagging"]
+    assert "the chapter page: book/tagging.md" in missing_for("tagging", tmp_path)
+    # an exercise of four parts is named before nbgrader runs
+    make_chapter(tmp_path, "08", "parsers", "parsers", parts=MIN_PARTS - 1)
+    assert chapters(tmp_path)["parsers"] == "08-parsers"
+    (few,) = missing_for("parsers", tmp_path)
+    assert f"at least {MIN_PARTS} graded parts" in few
+
+
+def scaffold_todos(repo: Path = REPO) -> list[str]:
+    """``path:line`` of every SCAFFOLD-TODO left in the pieces of the chapters."""
+    found = []
+    folders = ["book", "nlpcourse", "tests", "benchmarks", "solutions"]
+    for path in sorted(p for folder in folders for p in (repo / folder).rglob("*") if p.is_file()):
+        if path.suffix not in {".md", ".py", ".ipynb"} or path == Path(__file__):
+            continue
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if TODO in line and "scaffold" not in path.stem:
+                found.append(f"{path.relative_to(repo)}:{lineno}")
+    found += [
+        f"README.md:{n}" for n, line in enumerate(_lines(repo / "README.md"), 1) if TODO in line
+    ]
+    found += [
+        f"benchmarks/README.md:{n}"
+        for n, line in enumerate(_lines(repo / "benchmarks" / "README.md"), 1)
+        if TODO in line
+    ]
+    return found
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.is_file() else []
+
+
+def test_no_scaffold_todo_left():
+    """The scaffold's stubs count as present for the checklist; what is left to write in them is
+    listed here as an expected failure (the stub tests fail on their own)."""
+    todos = scaffold_todos()
+    if todos:
+        pytest.xfail(f"{len(todos)} {TODO} left to write:\n  " + "\n  ".join(todos))
 
 
 def test_readme_exercise_table_matches_solutions():
