@@ -51,7 +51,7 @@ width, ``V`` vocabulary size.
    equations above line by line. The LSTM layer runs it with autograd (``hand_backward=False``),
    or by default the same arithmetic with its backward pass written by hand
    (:class:`_LSTMThroughTime`), the same BPTT as the numpy RNN's: its line
-   ``dc_next = dc * f[t]`` is the "constant error carousel", the reason an LSTM's gradient can
+   ``dc_next = dc * forget[t]`` is the "constant error carousel", the reason an LSTM's gradient can
    survive many steps. The RNN and GRU layers leave the backward pass to autograd.
 
 3. **Gradients through time** (:func:`hidden_state_jacobian_norms`, :func:`cell_state_jacobian`,
