@@ -689,9 +689,9 @@ def _parse(path: Path) -> ArpaLM:
 
 def _release_free_memory() -> None:
     """Hand the memory that parsing freed back to the system. glibc's ``malloc`` keeps freed
-    blocks below its (self-raising) mmap threshold in the process's heap, so the file's bytes and
-    the parser's temporary arrays would stay resident after they are freed; ``malloc_trim(0)``
-    returns them. Elsewhere (no glibc) this does nothing."""
+    blocks below its mmap threshold, a threshold that raises itself, in the process's heap, so
+    the file's bytes and the parser's temporary arrays would stay resident after they are freed;
+    ``malloc_trim(0)`` returns them. Elsewhere (no glibc) this does nothing."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (AttributeError, OSError):

@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from nlpcourse.book import toc_pages
 
 REPO = Path(__file__).resolve().parent.parent
 TODO = "SCAFFOLD-TODO"
@@ -224,33 +224,44 @@ def _assignments(repo: Path) -> list[str]:
 
 
 def _insert_after(text: str, anchor: str, line: str) -> str:
-    """``text`` with ``line`` inserted after the line ``anchor`` (the last one if several)."""
+    """``text`` with ``line`` inserted after the line whose stripped text is ``anchor`` (the last
+    one if several), at that line's indentation."""
     lines = text.splitlines(keepends=True)
-    where = max(i for i, old in enumerate(lines) if old.rstrip("\n") == anchor)
-    lines.insert(where + 1, line + "\n")
+    where = max(i for i, old in enumerate(lines) if old.strip() == anchor)
+    indent = lines[where][: len(lines[where]) - len(lines[where].lstrip())]
+    lines.insert(where + 1, indent + line + "\n")
+    return "".join(lines)
+
+
+def _insert_before(text: str, anchor: str, line: str) -> str:
+    """``text`` with ``line`` inserted before the first line whose stripped text starts with
+    ``anchor``, at that line's indentation."""
+    lines = text.splitlines(keepends=True)
+    where = next(i for i, old in enumerate(lines) if old.strip().startswith(anchor))
+    indent = lines[where][: len(lines[where]) - len(lines[where].lstrip())]
+    lines.insert(where, indent + line + "\n")
     return "".join(lines)
 
 
 def toc_with(toc: str, number: str, name: str, before: list[str]) -> str:
-    """``_toc.yml`` with the page and the student notebook after those of the chapter before."""
+    """``_toc.yml`` with the page and the student notebook after those of the chapter before
+    (with or without the toc's ``parts``; each entry takes the indentation of its neighbour)."""
     pages = set(re.findall(r"- file: (\S+)", toc))
     previous = [a for a in before if f"book/{a.split('-', 1)[1]}" in pages]
     if previous:
-        anchor = f"  - file: book/{previous[-1].split('-', 1)[1]}"
-    else:
-        anchor = next(line for line in toc.splitlines() if line.startswith("chapters:"))
-    toc = _insert_after(toc, anchor, f"  - file: book/{name}")
+        toc = _insert_after(
+            toc, f"- file: book/{previous[-1].split('-', 1)[1]}", f"- file: book/{name}"
+        )
+    else:  # the first chapter: before the first page of the book's chapters
+        toc = _insert_before(toc, "- file: book/", f"- file: book/{name}")
     shown = [a for a in before if f"exercises/{a}/{a.split('-', 1)[1]}" in pages]
-    entry = f"      - file: exercises/{number}-{name}/{name}"
+    entry = f"- file: exercises/{number}-{name}/{name}"
     if shown:
         return _insert_after(
-            toc, f"      - file: exercises/{shown[-1]}/{shown[-1].split('-', 1)[1]}", entry
+            toc, f"- file: exercises/{shown[-1]}/{shown[-1].split('-', 1)[1]}", entry
         )
-    if "  - file: book/exercises" in toc:
-        return toc.replace(
-            "  - file: book/exercises\n    sections:\n",
-            f"  - file: book/exercises\n    sections:\n{entry}\n",
-        )
+    if "- file: exercises/" in toc:
+        return _insert_before(toc, "- file: exercises/", entry)
     return toc
 
 
@@ -307,7 +318,7 @@ def plan(repo: Path, number: str, name: str, title: str, parts: list[str]) -> di
         )
 
     toc_text = (repo / "_toc.yml").read_text()
-    first = yaml.safe_load(toc_text)["chapters"][0]["file"]
+    first = toc_pages(repo)[1]  # the first chapter (toc_pages starts with the root page)
     first_page = (repo / f"{first}.md").read_text()
     header = first_page[: first_page.index("\n---\n", 4) + 5]
     kernelspec = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
