@@ -956,3 +956,115 @@ def describe(model: TransformerLM) -> dict[str, Any]:
         "heads": model.config.H,
         "parameters": count_parameters(model),
     }
+
+
+# ============================================= 6. the encoder-decoder on chapter 5's G2P task
+
+
+class Seq2SeqTransformer(Transformer):
+    """:class:`Transformer` with chapter 5's conventions, to train and decode on its tasks
+    (CMUdict grapheme-to-phoneme) with its tools.
+
+    Sources are letter ids padded with ``<pad>`` = 0 at the end; targets are
+    ``<s> y_1 .. y_T </s>`` (ids 1 and 2 in the target vocabulary), padded likewise. As in
+    chapter 5, the model never predicts ``<pad>`` or ``<s>`` (their log-probabilities are
+    ``-inf``). :meth:`loss` is what :func:`nlpcourse.seq2seq.train` minimises, with label
+    smoothing if ``label_smoothing`` > 0; :meth:`step_function` gives one word as the
+    ``step(y_prev, state) -> (log_probs, new_state)`` function that chapter 5's
+    :func:`nlpcourse.seq2seq.greedy_decode` and :func:`nlpcourse.seq2seq.beam_search` decode;
+    :meth:`greedy` and :meth:`beam_search` run them word by word over a batch, with the
+    signatures of chapter 5's model, so that :func:`nlpcourse.seq2seq.evaluate` scores this
+    model as it scores that one.
+    """
+
+    never: Tensor  # (V_tgt,) True for <pad> and <s>, a buffer
+
+    def __init__(self, V_src: int, V_tgt: int, label_smoothing: float = 0.0, **sizes: Any):
+        """``sizes``: :class:`Transformer`'s (``D``, ``H``, ``n_layers``, ``D_ff``, ``dropout``,
+        ``norm_first``, ``max_len``), with pre-LN and ``max_len`` = 64 by default here."""
+        from nlpcourse.seq2seq import BOS_ID, PAD_ID
+
+        super().__init__(V_src, V_tgt, **{"norm_first": True, "max_len": 64, **sizes})
+        D = self.D
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        self.label_smoothing, self.pad_id = label_smoothing, PAD_ID
+        # embeddings of scale D^-1/2, so that times sqrt(D) they are of the positions' scale
+        # (about 1) instead of drowning them (torch's N(0, 1) times sqrt(D)), as in Vaswani et
+        # al.'s implementation
+        for embedding in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(embedding.weight, std=D**-0.5)
+        never = torch.zeros(V_tgt, dtype=torch.bool)
+        never[[PAD_ID, BOS_ID]] = True
+        self.register_buffer("never", never, persistent=False)
+
+    def log_probs(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Padded sources (B, S) and decoder inputs ``<s> y_1 .. y_{T-1}`` (B, T) ->
+        log-probabilities of each next phone (B, T, V_tgt), ``<pad>`` and ``<s>`` excluded."""
+        src_lengths = (src != self.pad_id).sum(dim=1)  # (B,)
+        # padded target positions come after the real ones: the causal mask keeps them out of
+        # every real position's view, and the loss skips them
+        logits = self(src, tgt_in, src_lengths)  # (B, T, V_tgt)
+        return torch.log_softmax(logits.masked_fill(self.never, -math.inf), dim=-1)
+
+    def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Mean over the real target phones of the cross-entropy with label smoothing
+        ``eps`` = ``label_smoothing`` (Szegedy et al. 2016), over the phones and ``</s>``::
+
+            loss_t = (1 - eps) (-log p(y_t)) + eps mean_v (-log p(v))            (tf-ls)
+
+        ``src`` (B, S), ``tgt`` (B, T + 1) = ``<s> y_1 .. y_T </s>`` padded."""
+        logp = self.log_probs(src, tgt[:, :-1])  # (B, T, V)
+        gold = tgt[:, 1:]  # (B, T)
+        nll = -logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        if self.label_smoothing:
+            allowed = int((~self.never).sum())
+            uniform = -logp.masked_fill(self.never, 0.0).sum(-1) / allowed  # (B, T)
+            nll = (1 - self.label_smoothing) * nll + self.label_smoothing * uniform  # (tf-ls)
+        return nll[gold != self.pad_id].mean()
+
+    def step_function(self, src: Tensor) -> tuple[Callable[[int, Any], tuple[Tensor, Any]], Any]:
+        """One word ``src`` (S,) as chapter 5's ``step(y_prev, state) -> (log_probs (V,),
+        new_state)`` and its first state. The state is the tuple of the phones fed so far (the
+        memory of the encoder is computed once); each step runs the decoder over all of them
+        (no cache: targets are short, and a tuple can be shared by the hypotheses of a beam)."""
+        with torch.inference_mode():
+            memory = self.encode(src.unsqueeze(0))  # (1, S, D)
+
+        def step(y_prev: int, fed: tuple[int, ...]) -> tuple[Tensor, tuple[int, ...]]:
+            fed = (*fed, y_prev)
+            tgt = torch.tensor([fed], dtype=torch.long, device=memory.device)  # (1, t)
+            with torch.inference_mode():
+                logits = self.decode(tgt, memory)[0, -1]  # (V,)
+            return torch.log_softmax(logits.masked_fill(self.never, -math.inf), dim=-1), fed
+
+        return step, ()
+
+    def _each_word(self, src: Tensor, search: Callable[..., Any]) -> list[Any]:
+        """``search(step, state)`` for every word (row) of the padded ``src`` (B, S), in eval
+        mode, the training mode restored after."""
+        was_training = self.training
+        self.eval()
+        try:
+            return [search(*self.step_function(row[row != self.pad_id])) for row in src]
+        finally:
+            self.train(was_training)
+
+    def greedy(self, src: Tensor, max_len: int = 30) -> list[list[int]]:
+        """Chapter 5's :func:`nlpcourse.seq2seq.greedy_decode` on each word of ``src`` (B, S):
+        the phone ids of each, without ``</s>``."""
+        from nlpcourse.seq2seq import greedy_decode
+
+        return self._each_word(src, lambda step, s: greedy_decode(step, s, max_len))
+
+    def beam_search(
+        self, src: Tensor, beam_size: int = 5, max_len: int = 30, length_penalty: float = 0.0
+    ) -> tuple[list[list[int]], list[float]]:
+        """Chapter 5's :func:`nlpcourse.seq2seq.beam_search` on each word of ``src`` (B, S): the
+        best hypothesis of each (phone ids, without ``</s>``) and its normalised score."""
+        from nlpcourse.seq2seq import beam_search
+
+        found = self._each_word(
+            src, lambda step, s: beam_search(step, s, beam_size, max_len, length_penalty)
+        )
+        return [ids for ids, _ in found], [score for _, score in found]

@@ -24,6 +24,7 @@ from nlpcourse.transformer import (
     LearnedPositions,
     MultiHeadAttention,
     NoPositions,
+    Seq2SeqTransformer,
     SinusoidalPositions,
     Transformer,
     TransformerLM,
@@ -632,3 +633,63 @@ def test_generate_makes_its_tensors_on_the_models_device(strategy):
     with torch.device("meta"):
         got = lm.generate(torch.tensor([1, 2], device="cpu"), 5, strategy, **kwargs)
     assert got == expected
+
+
+# ============================================ the encoder-decoder on chapter 5's task (issue 30)
+
+
+def g2p_model(label_smoothing=0.0):
+    torch.manual_seed(5)
+    return Seq2SeqTransformer(9, 8, D=16, H=4, n_layers=2, D_ff=32, label_smoothing=label_smoothing)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_seq2seq_loss_equals_torch_cross_entropy_over_the_allowed_symbols(eps):
+    model = g2p_model(eps)
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 2]])  # padded with <pad> = 0 at the end
+    tgt = torch.tensor([[1, 4, 5, 2, 0], [1, 3, 6, 7, 2]])  # <s> phones </s>, padded
+    allowed = torch.tensor([2, 3, 4, 5, 6, 7])  # </s> and the phones: not <pad> = 0, <s> = 1
+    logits = model(src, tgt[:, :-1], torch.tensor([3, 4]))[..., allowed]  # (B, T, 6)
+    gold = tgt[:, 1:]  # (B, T)
+    real = gold != 0
+    expected = F.cross_entropy(logits[real], gold[real] - 2, label_smoothing=eps)
+    torch.testing.assert_close(model.loss(src, tgt), expected, **TIGHT)
+
+
+def test_seq2seq_padding_changes_nothing():
+    model = g2p_model().eval()
+    alone = model.log_probs(torch.tensor([[3, 4, 5]]), torch.tensor([[1, 4, 5]]))
+    batch = model.log_probs(
+        torch.tensor([[3, 4, 5, 0, 0], [6, 7, 8, 3, 2]]), torch.tensor([[1, 4, 5], [1, 3, 3]])
+    )
+    torch.testing.assert_close(batch[0], alone[0], **TIGHT)
+    assert (batch[..., :2] == -math.inf).all()  # never <pad> or <s>
+
+
+def test_seq2seq_step_function_decodes_as_the_full_model():
+    # oracle: greedy decoding by re-running the whole teacher-forced model on each prefix
+    model = g2p_model().train()
+    src = torch.tensor([[3, 4, 5, 6, 0]])
+    with torch.no_grad():
+        model.eval()
+        prefix = [1]
+        for _ in range(6):
+            nxt = int(model.log_probs(src[:, :4], torch.tensor([prefix]))[0, -1].argmax())
+            if nxt == 2:
+                break
+            prefix.append(nxt)
+        model.train()
+    assert model.greedy(src, max_len=6) == [prefix[1:]]
+    assert model.training  # the training mode is restored after decoding
+    ids, scores = model.beam_search(src, beam_size=1, max_len=6)
+    assert ids == [prefix[1:]]
+    # the beam's score is the model's log-probability of its output (with </s> unless cut)
+    found, _ = model.beam_search(src, beam_size=4, max_len=6)
+    y = [1, *found[0], 2]
+    with torch.no_grad():
+        lp = model.eval().log_probs(src[:, :4], torch.tensor([y[:-1]]))[0]
+    total = sum(float(lp[t, y[t + 1]]) for t in range(len(y) - 1))
+    _, best = model.beam_search(src, beam_size=4, max_len=6)
+    if len(found[0]) < 6:
+        assert best[0] == pytest.approx(total, abs=1e-9)
+        assert best[0] >= scores[0] - 1e-9  # a wider beam finds nothing worse than greedy
