@@ -17,6 +17,11 @@
    tokens, the same model, both under ``torch.no_grad``) with and without the KV cache, from a
    one-token prompt and continuing a 256-token prompt (where the context is long enough for
    recomputation to cost what it costs in use). Goal: the cache >= 5 x faster.
+3. Training speed on chapter 5's G2P task (issue 30): words per second of chapter 5's recorded
+   attention RNN and chapter 6's recorded transformer, each built from its recorded
+   configuration, on the same training batches, timed in turns (:func:`compare_training_speed`;
+   alone: ``.venv/bin/python -c "import runpy;
+   runpy.run_path('benchmarks/transformer.py')['compare_training_speed']()"``).
 
 Times are CPU seconds of this process (``time.process_time``), which a machine shared with other
 jobs distorts less than wall-clock time. Uses as many threads as the machine has cores (2 on the
@@ -49,6 +54,7 @@ LENGTHS = (128, 512, 1024)
 ROUNDS, REPEATS = 2, 3
 NEW_TOKENS = 256
 PROMPTS = (1, 256)  # prompt lengths: the context grows from 1 to 257, or from 256 to 512
+G2P_BATCHES = 8  # training batches timed per model
 LM = {"V": 10_000, "D": 128, "H": 4, "n_layers": 2, "D_ff": 512, "max_len": 512}
 
 
@@ -209,6 +215,46 @@ def compare_kv_cache() -> dict[int, float]:
     return speedups
 
 
+def compare_training_speed() -> dict[str, float]:
+    """Training words (pronunciation pairs) per second of chapter 5's recorded G2P model and
+    chapter 6's, each built from its recorded configuration, on the same batches of the
+    training split: forward, backward, clipping and an Adam step, the two timed in turns."""
+    from nlpcourse import seq2seq as s2s
+    from nlpcourse import transformer_runs
+    from nlpcourse.data import cmudict_split
+
+    train, _, _ = cmudict_split()
+    models = {
+        "attention RNN (chapter 5)": s2s.build(s2s.CONFIGS["g2p"], train),
+        "transformer (chapter 6)": transformer_runs.build(transformer_runs.CONFIGS["g2p"], train),
+    }
+    batch_size = s2s.CONFIGS["g2p"]["batch_size"]
+    assert batch_size == transformer_runs.CONFIGS["g2p"]["batch_size"]
+    _, src, tgt = models["transformer (chapter 6)"]
+    pairs = s2s.g2p_pairs(train, src, tgt)
+    batches = s2s.make_batches(pairs, batch_size, torch.Generator().manual_seed(0))[:G2P_BATCHES]
+    optimizers = {name: torch.optim.Adam(m.parameters()) for name, (m, _, _) in models.items()}
+
+    def steps(name: str) -> None:
+        model = models[name][0]
+        model.train()
+        for src_batch, tgt_batch in batches:
+            optimizers[name].zero_grad()
+            model.loss(src_batch, tgt_batch).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizers[name].step()
+
+    names = list(models)
+    seconds = alternate(lambda: steps(names[0]), lambda: steps(names[1]))
+    words = len(batches) * batch_size
+    print(f"\nG2P training, the recorded configurations, {len(batches)} batches of {batch_size}")
+    speeds = {}
+    for name, s in zip(names, seconds, strict=True):
+        speeds[name] = words / s
+        print(f"{name:>28}: {1e3 * s / len(batches):7.1f} ms per step, {words / s:6.0f} words/s")
+    return speeds
+
+
 def main() -> None:
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1)))
     cpu = platform.processor() or platform.machine()
@@ -216,6 +262,7 @@ def main() -> None:
     compare_attention()
     ratios = compare_multi_head()
     speedups = compare_kv_cache()
+    compare_training_speed()
     long = PROMPTS[-1]
     print(
         f"\ngoals: MultiHeadAttention at T=512 {ratios[512]:.2f}x torch.nn.MultiheadAttention "
