@@ -8,7 +8,7 @@ through the model's step function) and scoring (:func:`nlpcourse.seq2seq.evaluat
 with and without stress digits, a word right if it equals any of its pronunciations), and writes
 the record ``book/results/transformer_g2p.json`` with :mod:`nlpcourse.records`::
 
-    python -m nlpcourse.transformer_runs g2p --threads 2
+    python -m nlpcourse.transformer_runs g2p --threads 1
     python -m nlpcourse.transformer_runs g2p --steps 200 --no-record     # a short try
 
 The record keeps the training loss every ``log_every`` steps (the first points are what
