@@ -576,23 +576,31 @@ class BlockConfig:
 
 
 class PostLN(nn.Module):
-    """One residual sublayer, normalised after the sum: eq. (tf-post-ln),
-    ``x -> LN(x + dropout(Sublayer(x)))``, as in Vaswani et al. (2017)."""
+    """A residual sublayer normalised after the sum, eq. (tf-post-ln),
+    ``x -> LN(x + dropout(Sublayer(x)))``, as in Vaswani et al. (2017); in two halves around
+    the sublayer, which the block calls itself: :meth:`inside` gives the sublayer's input,
+    :meth:`out` the block's new state from ``x`` and the sublayer's output ``h``."""
 
     def __init__(self, dropout: float):
         super().__init__()
         self.dropout = dropout
 
-    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module) -> Tensor:
-        return norm(x + F.dropout(sublayer(x), self.dropout, self.training))  # (tf-post-ln)
+    def inside(self, x: Tensor, norm: nn.Module) -> Tensor:
+        return x
+
+    def out(self, x: Tensor, h: Tensor, norm: nn.Module) -> Tensor:
+        return norm(x + F.dropout(h, self.dropout, self.training))  # (tf-post-ln)
 
 
 class PreLN(PostLN):
-    """One residual sublayer, normalised before it: eq. (tf-pre-ln),
-    ``x -> x + dropout(Sublayer(LN(x)))``, as in GPT-2."""
+    """A residual sublayer normalised before it, eq. (tf-pre-ln),
+    ``x -> x + dropout(Sublayer(LN(x)))``, as in GPT-2; the same two halves as :class:`PostLN`."""
 
-    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module) -> Tensor:
-        return x + F.dropout(sublayer(norm(x)), self.dropout, self.training)  # (tf-pre-ln)
+    def inside(self, x: Tensor, norm: nn.Module) -> Tensor:
+        return norm(x)
+
+    def out(self, x: Tensor, h: Tensor, norm: nn.Module) -> Tensor:
+        return x + F.dropout(h, self.dropout, self.training)  # (tf-pre-ln)
 
 
 def sublayer_connection(config: BlockConfig) -> PostLN:
@@ -625,8 +633,10 @@ class Block(nn.Module):
         cache: KVCache | None = None,
         causal: bool = False,
     ) -> Tensor:
-        x = self.residual(x, lambda h: self.self_attn(h, None, mask, cache, causal)[0], self.norm1)
-        return self.residual(x, self.ff, self.norm2)  # (B, T, D)
+        r = self.residual  # PreLN or PostLN: where the LayerNorm goes
+        h, _ = self.self_attn(r.inside(x, self.norm1), None, mask, cache, causal)  # (B, T, D)
+        x = r.out(x, h, self.norm1)
+        return r.out(x, self.ff(r.inside(x, self.norm2)), self.norm2)  # (B, T, D)
 
 
 EncoderLayer = Block  # the encoder-decoder's name for it (torch's TransformerEncoderLayer)
@@ -657,9 +667,12 @@ class DecoderLayer(nn.Module):
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
     ) -> Tensor:
-        x = self.residual(x, lambda h: self.self_attn(h, None, self_mask)[0], self.norm1)
-        x = self.residual(x, lambda h: self.multihead_attn(h, memory, memory_mask)[0], self.norm2)
-        return self.residual(x, self.ff, self.norm3)  # (B, T_tgt, D)
+        r = self.residual  # PreLN or PostLN: where the LayerNorm goes
+        h, _ = self.self_attn(r.inside(x, self.norm1), None, self_mask)  # (B, T_tgt, D)
+        x = r.out(x, h, self.norm1)
+        h, _ = self.multihead_attn(r.inside(x, self.norm2), memory, memory_mask)  # cross
+        x = r.out(x, h, self.norm2)
+        return r.out(x, self.ff(r.inside(x, self.norm3)), self.norm3)  # (B, T_tgt, D)
 
 
 # ================================================================================ 5. the models
