@@ -578,3 +578,35 @@ def positional_encodings(pe: np.ndarray, ax: Axes | None = None) -> Axes:
     ax.set_ylabel("position t")
     ax.figure.colorbar(image, ax=ax, shrink=0.8)
     return ax
+
+
+def heads_beside_single(
+    heads: Sequence[np.ndarray],
+    single: Sequence[np.ndarray],
+    keys: Sequence[Sequence[str]],
+    queries: Sequence[Sequence[str]],
+    single_queries: Sequence[Sequence[str]],
+    titles: Sequence[str],
+    single_title: str = "one head",
+) -> plt.Figure:
+    """Per-head attention maps beside a single-head map of the same inputs (chapter 6: the
+    transformer's cross-attention heads and chapter 5's attention, on the same words): one row
+    per input, ``heads[r]`` (H, T, S) in the first H panels, ``single[r]`` (T', S) in the last;
+    rows are outputs (``queries``), columns the input symbols (``keys``)."""
+    H = np.asarray(heads[0]).shape[0]
+    rows = len(heads)
+    fig, axes = plt.subplots(
+        rows, H + 1, figsize=(1.9 * (H + 1) + 0.8, 2.2 * rows + 0.6), layout="constrained",
+        squeeze=False,
+    )  # fmt: skip
+    for r in range(rows):
+        maps = [np.asarray(h, dtype=float) for h in heads[r]] + [np.asarray(single[r], float)]
+        labels = [queries[r]] * H + [single_queries[r]]
+        for c, (ax, A, rows_labels) in enumerate(zip(axes[r], maps, labels, strict=True)):
+            ax.imshow(A, cmap="Greys" if c == H else "Blues", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(A.shape[1]), list(keys[r])[: A.shape[1]], fontsize=7)
+            ax.set_yticks(range(A.shape[0]), list(rows_labels)[: A.shape[0]], fontsize=6)
+            ax.xaxis.tick_top()
+            name = single_title if c == H else f"head {c + 1}"
+            ax.set_title(f"{titles[r]}: {name}" if c == 0 else name, fontsize=8)
+    return fig

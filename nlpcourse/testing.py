@@ -198,3 +198,46 @@ def gru_step_np(
     if variation == "z-swapped":
         return z * n + (1 - z) * h_prev
     return (1 - z) * n + z * h_prev
+
+
+def copy_from_torch_mha(ours: Any, theirs: Any) -> None:
+    """Copy the weights of a ``torch.nn.MultiheadAttention`` into our
+    :class:`nlpcourse.transformer.MultiHeadAttention` (the same function after).
+
+    torch keeps the three input projections stacked in ``in_proj_weight`` (3D, D), in the order
+    query, key, value, and the output projection in ``out_proj``.
+    """
+    import torch
+
+    D = ours.D
+    with torch.no_grad():
+        for i, lin in enumerate((ours.W_q, ours.W_k, ours.W_v)):
+            lin.weight.copy_(theirs.in_proj_weight[i * D : (i + 1) * D])
+            if lin.bias is not None:
+                lin.bias.copy_(theirs.in_proj_bias[i * D : (i + 1) * D])
+        ours.W_o.weight.copy_(theirs.out_proj.weight)
+        if ours.W_o.bias is not None:
+            ours.W_o.bias.copy_(theirs.out_proj.bias)
+
+
+def copy_from_torch_layer(ours: Any, theirs: Any) -> None:
+    """Copy a ``torch.nn.TransformerEncoderLayer`` or ``TransformerDecoderLayer``'s weights into
+    our :class:`nlpcourse.transformer.Block` or ``DecoderLayer`` (the same names, but the
+    attention projections, which :func:`copy_from_torch_mha` unstacks)."""
+    import torch
+    from torch import nn
+
+    from nlpcourse.transformer import DecoderLayer
+
+    copy_from_torch_mha(ours.self_attn, theirs.self_attn)
+    if isinstance(ours, DecoderLayer):
+        assert isinstance(theirs, nn.TransformerDecoderLayer), "a decoder layer copies a decoder"
+        copy_from_torch_mha(ours.multihead_attn, theirs.multihead_attn)
+    norms = ("norm1", "norm2", "norm3") if isinstance(ours, DecoderLayer) else ("norm1", "norm2")
+    with torch.no_grad():
+        for name in ("linear1", "linear2"):
+            getattr(ours.ff, name).weight.copy_(getattr(theirs, name).weight)
+            getattr(ours.ff, name).bias.copy_(getattr(theirs, name).bias)
+        for name in norms:
+            getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
+            getattr(ours, name).bias.copy_(getattr(theirs, name).bias)

@@ -12,8 +12,8 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
 1. **Scaled dot-product attention** (:func:`scaled_dot_product_attention`, with the readable loop
    :func:`scaled_dot_product_attention_loop` beside it)::
 
-       omega_ij = q_i . k_j / sqrt(d_k)                                    (tf-scores)
-       alpha_ij = exp(omega_ij) / sum_j' exp(omega_ij')                    (tf-softmax)
+       omega_ij = q_i . k_j                                                (tf-scores)
+       alpha_ij = exp(omega_ij / sqrt(d_k)) / sum_j' exp(omega_ij' / sqrt(d_k))   (tf-softmax)
        z_i = sum_j alpha_ij v_j                                            (tf-context)
 
    i.e. ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``              (tf-attention).
@@ -22,9 +22,8 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
    ``torch.nn.MultiheadAttention`` uses the opposite one). Forbidden scores are set to the
    dtype's most negative number before the softmax, so their weight is exactly 0; a query that
    may attend to nothing gets all-zero weights and a zero output instead of NaN.
-   :func:`scaled_dot_product_attention_fast` computes the same, written for speed (one
-   ``torch.baddbmm`` for the scaled, masked scores; a cached causal mask), and is what
-   :class:`MultiHeadAttention` uses; the tests hold all three equal.
+   :func:`fused_attention` computes the same context vectors (not the weights) by torch's fused
+   kernel ``F.scaled_dot_product_attention``; the tests hold the three equal.
 
 2. **Masks** (:func:`causal_mask`, :func:`padding_mask`): the look-ahead mask ``j <= i`` of a
    decoder and the padding mask that hides the padded keys of a batch; they combine with ``&``.
@@ -35,23 +34,31 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
        MultiHead(X_q, X_k, X_v) = Concat(head_1 .. head_H) W_o             (tf-mha)
 
    computed as one ``D x D`` projection per role, then :func:`split_heads`
-   ``(B, T, D) -> (B, H, T, D/H)`` and :func:`merge_heads` back. :func:`multi_head_attention_bmm`
-   computes the same with the heads stacked on a leading dimension and ``torch.bmm`` (the form
-   of the chapter's derivation). Parameter layout: ``W_q.weight`` is ``(D, D)`` and the layer
+   ``(B, T, D) -> (B, H, T, D/H)`` and :func:`merge_heads` back. One path: without weights the
+   attention is :func:`fused_attention`; when weights are asked for (``need_weights=True``, or
+   kept, detached, in each layer's ``weights`` inside ``with`` :func:`saving_attention`), the
+   lesson function. :func:`multi_head_attention_bmm` computes the same with the heads stacked
+   on a leading dimension and ``torch.bmm`` (the form of the chapter's derivation).
+   Parameter layout: ``W_q.weight`` is ``(D, D)`` and the layer
    computes ``x W_q^T`` as ``torch.nn.Linear`` does; stacking ``W_q, W_k, W_v`` gives
-   ``torch.nn.MultiheadAttention``'s ``in_proj_weight`` (see :func:`copy_from_torch_mha`).
+   ``torch.nn.MultiheadAttention``'s ``in_proj_weight`` (see
+   ``nlpcourse.testing.copy_from_torch_mha``).
 
 4. **Layer normalisation** (:func:`layer_norm`, :class:`LayerNorm`), **positions**
-   (:func:`sinusoidal_encoding`, :class:`PositionalEncoding`), the **position-wise feed-forward
-   network** (:class:`FeedForward`)::
+   (:func:`sinusoidal_encoding`; :func:`positional_encoding` picks :class:`SinusoidalPositions`,
+   :class:`LearnedPositions` or :class:`NoPositions` when a model is built), the
+   **position-wise feed-forward network** (:class:`FeedForward`)::
 
        mu = mean_d x_d,  sigma^2 = mean_d (x_d - mu)^2                     (tf-ln-stats)
        LN(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta               (tf-ln)
        PE(t, 2i) = sin(t / 10000^(2i/D)),  PE(t, 2i+1) = cos(t / 10000^(2i/D))   (tf-pe)
        FFN(x) = max(0, x W_1^T + b_1) W_2^T + b_2                          (tf-ffn)
 
-5. **Blocks** (:class:`EncoderLayer`, :class:`DecoderLayer`), both as post-LN (the original paper)
-   and pre-LN (GPT-2 and most later models), with the parameter names of
+5. **Blocks** (:class:`Block`, which the encoder calls :data:`EncoderLayer` and the
+   decoder-only model uses causally with a KV cache, and :class:`DecoderLayer`), all given one
+   :class:`BlockConfig` (width, heads, FFN width, dropout, pre- or post-LN), each residual
+   sublayer written once, as :class:`PostLN` or :class:`PreLN` (chosen when the block is built),
+   with the parameter names of
    ``torch.nn.TransformerEncoderLayer``/``TransformerDecoderLayer`` (``self_attn``,
    ``multihead_attn``, ``linear1``, ``linear2``, ``norm1..3``)::
 
@@ -70,9 +77,9 @@ Equation labels ``(tf-...)`` are the book's (``book/transformer.md``). Shape let
 Deliberate departures, stated plainly:
 
 * Tensors are batch-first, ``(B, T, D)``, everywhere (``batch_first=True`` in torch's terms).
-* Dropout sits where torch's layers put it (after the attention weights' use is *not* dropped:
-  we drop the sublayer outputs and inside the feed-forward network, not the attention weights),
-  so with ``dropout=0`` the layers equal torch's exactly; the chapter's models train with it.
+* Dropout is set once, in the :class:`BlockConfig`, and applied once to each sublayer's output
+  (by :class:`PostLN`/:class:`PreLN`) and inside the feed-forward network, not to the attention
+  weights (torch's layers drop those too); with ``dropout=0`` the layers equal torch's exactly.
 * Pre-LN models end with one more LayerNorm after the last block (as GPT-2 does), without which
   the residual stream reaches the output unnormalised.
 * :class:`TransformerLM` may replace the full softmax by ``torch.nn.AdaptiveLogSoftmaxWithLoss``
@@ -83,6 +90,9 @@ Deliberate departures, stated plainly:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -93,7 +103,6 @@ from nlpcourse.guard import reference
 from nlpcourse.lm import IGNORE_INDEX, states_nll
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
-POSITIONS = ("sinusoidal", "learned", "none")
 
 
 # ======================================================================== 1. attention and masks
@@ -143,8 +152,9 @@ def scaled_dot_product_attention(
     _check_qkv(q, k, v)
     _check_mask(mask, q.shape[-2], k.shape[-2])
     d_k = q.shape[-1]
-    # (tf-scores), dividing the (T_q, d_k) queries rather than the larger (T_q, T_k) scores
-    omega = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., T_q, T_k)
+    # (tf-scores) already divided by sqrt(d_k) as (tf-softmax) asks: the (T_q, d_k) queries are
+    # divided rather than the larger (T_q, T_k) scores
+    omega = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # omega / sqrt(d_k), (..., T_q, T_k)
     if mask is not None:
         omega = omega.masked_fill(~mask, torch.finfo(omega.dtype).min)  # exp(min - max) = 0
     alpha = torch.softmax(omega, dim=-1)  # (tf-softmax) over the keys  (..., T_q, T_k)
@@ -177,87 +187,14 @@ def scaled_dot_product_attention_loop(
         allowed = [j for j in range(T_k) if row is None or bool(row[j])]
         if not allowed:
             continue  # nothing to attend to: weights and output stay 0
-        omega = {j: torch.dot(q[i], k[j]) / math.sqrt(d_k) for j in allowed}  # (tf-scores)
-        largest = max(omega.values())  # subtracted for numerical safety; cancels in the ratio
-        total = sum(torch.exp(omega[j] - largest) for j in allowed)
+        omega = {j: torch.dot(q[i], k[j]) for j in allowed}  # (tf-scores)
+        scaled = {j: omega[j] / math.sqrt(d_k) for j in allowed}
+        largest = max(scaled.values())  # subtracted for numerical safety; cancels in the ratio
+        total = sum(torch.exp(scaled[j] - largest) for j in allowed)
         for j in allowed:
-            alpha[i, j] = torch.exp(omega[j] - largest) / total  # (tf-softmax)
+            alpha[i, j] = torch.exp(scaled[j] - largest) / total  # (tf-softmax)
             z[i] = z[i] + alpha[i, j] * v[j]  # (tf-context)
     return z, alpha
-
-
-_CAUSAL_BIAS: dict[tuple[int, int, torch.dtype, torch.device], Tensor] = {}
-
-
-def causal_bias(T_q: int, T_k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """The causal mask as an additive bias (T_q, T_k): 0 where query i may attend to key j,
-    the dtype's most negative number where it may not. The T_q queries are the *last* T_q of
-    the T_k positions (T_q < T_k when earlier keys come from a KV cache), so query i sees keys
-    ``j <= T_k - T_q + i``. Built once per shape and kept, as the fast path adds it every call."""
-    key = (T_q, T_k, dtype, device)
-    if key not in _CAUSAL_BIAS:
-        if T_q > T_k:
-            raise ValueError(f"a causal mask needs T_q <= T_k, got T_q = {T_q}, T_k = {T_k}")
-        queries = torch.arange(T_k - T_q, T_k, device=device)  # (T_q,): their positions
-        forbidden = torch.arange(T_k, device=device)[None, :] > queries[:, None]  # (T_q, T_k)
-        bias = torch.zeros(T_q, T_k, dtype=dtype, device=device)
-        _CAUSAL_BIAS[key] = bias.masked_fill_(forbidden, torch.finfo(dtype).min)
-    return _CAUSAL_BIAS[key]
-
-
-def scaled_dot_product_attention_fast(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False
-) -> tuple[Tensor, Tensor]:
-    """The same function as :func:`scaled_dot_product_attention`, written for speed; what
-    :class:`MultiHeadAttention` uses.
-
-    ``q`` (..., T_q, d_k), ``k`` (..., T_k, d_k), ``v`` (..., T_k, d_v) with the same leading
-    dimensions; ``mask`` boolean, broadcastable to (..., T_q, T_k), True = may attend; or
-    ``causal=True``, the look-ahead mask (the queries being the last T_q of the T_k positions),
-    taken from a cache instead of built each call. Returns the context vectors (..., T_q, d_v) and
-    the weights (..., T_q, T_k). What differs from the lesson version, and why it is faster:
-
-    * the leading dimensions are flattened into one batch ``N``, so every product is one
-      ``torch.bmm`` (no broadcasting, no copies of ``q``, ``k``, ``v`` when they are contiguous);
-    * eq. (tf-scores) is one ``torch.baddbmm``: the scale ``1/sqrt(d_k)`` and a 2-d mask, as an
-      additive bias (0 or the dtype's minimum; the causal one cached), are applied in the same
-      pass over the (N, T_q, T_k) scores, instead of a separate division and ``masked_fill``;
-      a mask with leading dimensions is applied by an in-place ``masked_fill_`` on the scores;
-    * the rows with no allowed key are looked for in the (T_q, T_k) mask, not in the scores.
-    """
-    _check_qkv(q, k, v)
-    lead, T_q, T_k = q.shape[:-2], q.shape[-2], k.shape[-2]
-    if k.shape[:-2] != lead or v.shape[:-2] != lead:
-        raise ValueError(
-            "the fast path needs q, k and v with the same leading dimensions, got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    _check_mask(mask, T_q, T_k)
-    if causal and mask is not None:
-        raise ValueError("give either a mask or causal=True, not both")
-    d_k = q.shape[-1]
-    q3 = q.reshape(-1, T_q, d_k)  # (N, T_q, d_k), N = the product of the leading dimensions
-    k3 = k.reshape(-1, T_k, d_k)  # (N, T_k, d_k)
-    v3 = v.reshape(-1, T_k, v.shape[-1])  # (N, T_k, d_v)
-    scale = 1 / math.sqrt(d_k)
-    if causal and T_q > 1:
-        bias = causal_bias(T_q, T_k, q.dtype, q.device)  # (T_q, T_k)
-        omega = torch.baddbmm(bias, q3, k3.transpose(1, 2), alpha=scale)  # (N, T_q, T_k)
-    elif mask is not None and mask.ndim == 2:
-        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
-        bias.masked_fill_(~mask, torch.finfo(q.dtype).min)  # (T_q or 1, T_k)
-        omega = torch.baddbmm(bias, q3, k3.transpose(1, 2), alpha=scale)  # (N, T_q, T_k)
-    else:
-        omega = torch.bmm(q3, k3.transpose(1, 2)).mul_(scale)  # (N, T_q, T_k)
-        if mask is not None:
-            omega.view(*lead, T_q, T_k).masked_fill_(~mask, torch.finfo(q.dtype).min)
-    alpha = torch.softmax(omega, dim=-1)  # (tf-softmax)  (N, T_q, T_k)
-    if mask is not None:
-        empty = ~mask.any(dim=-1, keepdim=True)  # (..., T_q or 1, 1): queries with no key
-        if empty.any():
-            alpha = alpha.view(*lead, T_q, T_k).masked_fill(empty, 0.0).view(-1, T_q, T_k)
-    z = torch.bmm(alpha, v3)  # (tf-context)  (N, T_q, d_v)
-    return z.view(*lead, T_q, -1), alpha.view(*lead, T_q, T_k)
 
 
 @reference
@@ -279,8 +216,49 @@ def padding_mask(lengths: Tensor | list[int], T: int | None = None) -> Tensor:
     T = int(lengths.max()) if T is None else T
     if (lengths < 0).any() or (lengths > T).any():
         raise ValueError(f"lengths must be in [0, T] = [0, {T}], got {lengths.tolist()}")
-    keep = torch.arange(T) < lengths[:, None]  # (B, T)
+    keep = torch.arange(T, device=lengths.device) < lengths[:, None]  # (B, T)
     return keep[:, None, None, :]  # (B, 1, 1, T)
+
+
+def causal_mask_last(T_q: int, T_k: int, device: torch.device | str | None = None) -> Tensor:
+    """The look-ahead mask (T_q, T_k) of T_q queries that are the *last* T_q of T_k positions
+    (T_q < T_k when the earlier keys come from a KV cache): query i sees keys
+    ``j <= T_k - T_q + i``. With T_q = T_k it is :func:`causal_mask`."""
+    if T_q > T_k:
+        raise ValueError(f"a causal mask needs T_q <= T_k, got T_q = {T_q}, T_k = {T_k}")
+    queries = torch.arange(T_k - T_q, T_k, device=device)  # (T_q,): their positions
+    return torch.arange(T_k, device=device)[None, :] <= queries[:, None]  # (T_q, T_k)
+
+
+def fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False
+) -> Tensor:
+    """The context vectors of :func:`scaled_dot_product_attention`, eq. (tf-attention), by torch's
+    fused kernel ``F.scaled_dot_product_attention`` (no weights); what
+    :class:`MultiHeadAttention` uses when no weights are asked for.
+
+    ``q`` (..., T_q, d_k), ``k`` (..., T_k, d_k), ``v`` (..., T_k, d_v); ``mask`` boolean,
+    broadcastable to (..., T_q, T_k), True = may attend (torch's convention too), or
+    ``causal=True``: the queries are the last T_q of the T_k positions. As in the lesson
+    function, a query that may attend to no key gives a zero output (torch alone gives NaN).
+    """
+    _check_qkv(q, k, v)
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    if causal and mask is not None:
+        raise ValueError("give either a mask or causal=True, not both")
+    if causal and T_q == T_k:  # the kernel's own causal mask: no (T, T) mask built
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if causal and T_q > 1:
+        mask = causal_mask_last(T_q, T_k, q.device)  # (T_q, T_k)
+    _check_mask(mask, T_q, T_k)
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v)
+    empty = ~mask.any(dim=-1, keepdim=True)  # (..., T_q, 1): queries with no allowed key
+    if not empty.any():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    # those queries may attend to every key (a softmax without NaN), then their output is zeroed
+    z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty)  # (..., T_q, d_v)
+    return z.masked_fill(empty, 0.0)
 
 
 # ======================================================================= 2. multi-head attention
@@ -347,18 +325,26 @@ class KVCache:
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, eqs. (tf-head) and (tf-mha), batch-first.
 
-    ``forward(x_q, x_kv=None, mask=None, cache=None, causal=False)``: ``x_q`` (B, T_q, D);
-    ``x_kv`` (B, T_k, D), the keys' and values' source (``x_q`` itself for self-attention);
-    ``mask`` boolean, broadcastable to (B, H, T_q, T_k), True = may attend, or ``causal=True`` for
-    the look-ahead mask without building one. Returns the output (B, T_q, D) and the attention
-    weights (B, H, T_q, T_k). The attention itself is :func:`scaled_dot_product_attention_fast`.
+    ``forward(x_q, x_kv=None, mask=None, cache=None, causal=False, need_weights=False)``: ``x_q``
+    (B, T_q, D); ``x_kv`` (B, T_k, D), the keys' and values' source (``x_q`` itself for
+    self-attention); ``mask`` boolean, broadcastable to (B, H, T_q, T_k), True = may attend, or
+    ``causal=True`` for the look-ahead mask (the T_q queries being the last of the T_k positions).
+    Returns the output (B, T_q, D) and, if ``need_weights``, the attention weights
+    (B, H, T_q, T_k), else None.
+
+    One path, two ways to compute eq. (tf-attention): without weights, torch's fused
+    ``F.scaled_dot_product_attention`` (its mask convention is ours, True = may attend), as
+    nanoGPT does; with weights (``need_weights=True``, or :attr:`keep_weights` set by
+    :func:`saving_attention`), the lesson function :func:`scaled_dot_product_attention`. Either
+    way a query that may attend to no key gives a zero output. With :attr:`keep_weights` the
+    weights of the last call are kept, detached from the autograd graph, in :attr:`weights`.
 
     ``cache``: a :class:`KVCache` for incremental decoding in self-attention. If given, the keys
     and values of the new positions are written into it after the earlier ones
     (B, H, T_past, D/H) and the queries attend to all of them.
     """
 
-    def __init__(self, D: int, H: int, bias: bool = True, dropout: float = 0.0):
+    def __init__(self, D: int, H: int, bias: bool = True):
         super().__init__()
         if not isinstance(H, int) or H < 1 or D % H:
             raise ValueError(f"D = {D} must be divisible by the number of heads H = {H}")
@@ -367,7 +353,8 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(D, D, bias=bias)
         self.W_v = nn.Linear(D, D, bias=bias)
         self.W_o = nn.Linear(D, D, bias=bias)  # (tf-mha)
-        self.dropout = dropout
+        self.keep_weights = False  # set by saving_attention()
+        self.weights: Tensor | None = None  # (B, H, T_q, T_k) of the last call, if kept
 
     def forward(
         self,
@@ -376,18 +363,46 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         cache: KVCache | None = None,
         causal: bool = False,
-    ) -> tuple[Tensor, Tensor]:
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         if x_q.ndim != 3 or x_q.shape[-1] != self.D:
             raise ValueError(f"x_q must be (B, T, D={self.D}), got {tuple(x_q.shape)}")
+        if causal and mask is not None:
+            raise ValueError("give either a mask or causal=True, not both")
         x_kv = x_q if x_kv is None else x_kv
         q = split_heads(self.W_q(x_q), self.H)  # (B, H, T_q, D/H)
         k = split_heads(self.W_k(x_kv), self.H)  # (B, H, T_k, D/H)
         v = split_heads(self.W_v(x_kv), self.H)  # (B, H, T_k, D/H)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, T_past + T_k, D/H) each
-        z, alpha = scaled_dot_product_attention_fast(q, k, v, mask, causal)  # (B, H, T_q, D/H)
+        T_q, T_k = q.shape[2], k.shape[2]
+        alpha = None
+        if need_weights or self.keep_weights:  # the lesson function, which gives the weights
+            if causal and T_q > 1:
+                mask = causal_mask_last(T_q, T_k, q.device)  # (T_q, T_k)
+            z, alpha = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T_q, D/H)
+            if self.keep_weights:
+                self.weights = alpha.detach()
+        else:  # torch's fused kernel: the same function, no weights
+            z = fused_attention(q, k, v, mask, causal)  # (B, H, T_q, D/H)
         out = self.W_o(merge_heads(z))  # (B, T_q, D)
-        return F.dropout(out, self.dropout, self.training), alpha
+        return out, (alpha if need_weights else None)
+
+
+@contextmanager
+def saving_attention(model: nn.Module) -> Iterator[nn.Module]:
+    """Within ``with saving_attention(model):`` every :class:`MultiHeadAttention` of ``model``
+    keeps the weights of its last call, detached, in its ``weights`` (B, H, T_q, T_k) (a
+    decoder block's self-attention in ``self_attn.weights``, its cross-attention in
+    ``multihead_attn.weights``). They stay there after the block; outside it none are kept."""
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    for layer in layers:
+        layer.keep_weights = True
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            layer.keep_weights = False
 
 
 def multi_head_attention_bmm(
@@ -407,23 +422,6 @@ def multi_head_attention_bmm(
     z = torch.bmm(torch.softmax(omega, dim=-1), v)  # (H, T, D/H)
     concat = z.transpose(0, 1).reshape(x.shape[0], H * Dh)  # (T, H, D/H) -> (T, D)
     return concat @ W_o  # (T, D)
-
-
-def copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    """Copy the weights of a ``torch.nn.MultiheadAttention`` into ours (same function after).
-
-    torch keeps the three input projections stacked in ``in_proj_weight`` (3D, D), in the order
-    query, key, value, and the output projection in ``out_proj``.
-    """
-    D = ours.D
-    with torch.no_grad():
-        for i, lin in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-            lin.weight.copy_(theirs.in_proj_weight[i * D : (i + 1) * D])
-            if lin.bias is not None:
-                lin.bias.copy_(theirs.in_proj_bias[i * D : (i + 1) * D])
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        if ours.W_o.bias is not None:
-            ours.W_o.bias.copy_(theirs.out_proj.bias)
 
 
 # ========================================================== 3. normalisation, positions, FFN
@@ -483,34 +481,70 @@ def sinusoidal_encoding(T: int, D: int) -> Tensor:
     return pe.float()
 
 
-class PositionalEncoding(nn.Module):
-    """Adds position information to embeddings (B, T, D): ``kind`` = sinusoidal, learned, none.
+class SinusoidalPositions(nn.Module):
+    """Adds the sinusoidal encodings of eq. (tf-pe) to embeddings (B, T, D).
 
     ``offset`` in :meth:`forward` is the position of the first of the T inputs (for decoding
     with a KV cache, where only the new tokens are fed).
     """
 
-    pe: Tensor  # the sinusoids (max_len, D), a buffer when kind == "sinusoidal"
+    pe: Tensor  # the sinusoids (max_len, D), a buffer
 
-    def __init__(self, D: int, max_len: int = 1024, kind: str = "sinusoidal"):
+    def __init__(self, D: int, max_len: int = 1024):
         super().__init__()
-        if kind not in POSITIONS:
-            raise ValueError(f"kind must be one of {POSITIONS}, got {kind!r}")
-        self.kind, self.max_len = kind, max_len
-        if kind == "sinusoidal":
-            self.register_buffer("pe", sinusoidal_encoding(max_len, D), persistent=False)
-        elif kind == "learned":
-            self.embedding = nn.Embedding(max_len, D)  # one learned vector per position
+        self.max_len = max_len
+        self.register_buffer("pe", sinusoidal_encoding(max_len, D), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        T = x.shape[1]
-        if offset + T > self.max_len:
-            raise ValueError(f"positions up to {offset + T} exceed max_len = {self.max_len}")
-        if self.kind == "sinusoidal":
-            return x + self.pe[offset : offset + T].to(x.dtype)  # (B, T, D) + (T, D)
-        if self.kind == "learned":
-            return x + self.embedding.weight[offset : offset + T]  # (B, T, D) + (T, D)
+        T = _check_positions(x, offset, self.max_len)
+        return x + self.pe[offset : offset + T].to(x.dtype)  # (B, T, D) + (T, D)
+
+
+class LearnedPositions(nn.Module):
+    """Adds one learned vector per position, up to ``max_len``, to embeddings (B, T, D)."""
+
+    def __init__(self, D: int, max_len: int = 1024):
+        super().__init__()
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, D)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        T = _check_positions(x, offset, self.max_len)
+        return x + self.embedding.weight[offset : offset + T]  # (B, T, D) + (T, D)
+
+
+class NoPositions(nn.Module):
+    """No position information: attention then sees a bag of words."""
+
+    def __init__(self, D: int, max_len: int = 1024):
+        super().__init__()
+        self.max_len = max_len
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        _check_positions(x, offset, self.max_len)
         return x
+
+
+def _check_positions(x: Tensor, offset: int, max_len: int) -> int:
+    T = x.shape[1]
+    if offset + T > max_len:
+        raise ValueError(f"positions up to {offset + T} exceed max_len = {max_len}")
+    return T
+
+
+POSITIONS: dict[str, type[nn.Module]] = {
+    "sinusoidal": SinusoidalPositions,
+    "learned": LearnedPositions,
+    "none": NoPositions,
+}
+
+
+def positional_encoding(D: int, max_len: int = 1024, kind: str = "sinusoidal") -> nn.Module:
+    """The positional encoding module of ``kind`` (sinusoidal, learned or none), chosen here,
+    once: :class:`SinusoidalPositions`, :class:`LearnedPositions` or :class:`NoPositions`."""
+    if kind not in POSITIONS:
+        raise ValueError(f"kind must be one of {tuple(POSITIONS)}, got {kind!r}")
+    return POSITIONS[kind](D, max_len)
 
 
 class FeedForward(nn.Module):
@@ -530,30 +564,69 @@ class FeedForward(nn.Module):
 # ================================================================================ 4. the blocks
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention and feed-forward sublayers with residuals and LayerNorm.
+@dataclass(frozen=True)
+class BlockConfig:
+    """The shape of a transformer block, given once to every block of a model (as nanoGPT's
+    ``GPTConfig``): width ``D``, heads ``H``, feed-forward width ``D_ff``, the ``dropout`` of
+    the sublayer outputs and inside the FFN, and pre-LN (``norm_first=True``) or post-LN."""
 
-    ``norm_first=False``: post-LN, eq. (tf-post-ln), as in Vaswani et al. (2017);
-    ``norm_first=True``: pre-LN, eq. (tf-pre-ln). The same function as
-    ``torch.nn.TransformerEncoderLayer(D, H, D_ff, dropout, batch_first=True, norm_first=...)``
-    with its weights copied (:func:`copy_from_torch_layer`). ``mask``: True = may attend;
-    ``causal=True``: the look-ahead mask (a decoder-only model's block); ``cache``: a
-    :class:`KVCache` for decoding.
+    D: int = 64
+    H: int = 4
+    D_ff: int = 256
+    dropout: float = 0.0
+    norm_first: bool = False
+
+
+class PostLN(nn.Module):
+    """A residual sublayer normalised after the sum, eq. (tf-post-ln),
+    ``x -> LN(x + dropout(Sublayer(x)))``, as in Vaswani et al. (2017); in two halves around
+    the sublayer, which the block calls itself: :meth:`inside` gives the sublayer's input,
+    :meth:`out` the block's new state from ``x`` and the sublayer's output ``h``."""
+
+    def __init__(self, dropout: float):
+        super().__init__()
+        self.dropout = dropout
+
+    def inside(self, x: Tensor, norm: nn.Module) -> Tensor:
+        return x
+
+    def out(self, x: Tensor, h: Tensor, norm: nn.Module) -> Tensor:
+        return norm(x + F.dropout(h, self.dropout, self.training))  # (tf-post-ln)
+
+
+class PreLN(PostLN):
+    """A residual sublayer normalised before it, eq. (tf-pre-ln),
+    ``x -> x + dropout(Sublayer(LN(x)))``, as in GPT-2; the same two halves as :class:`PostLN`."""
+
+    def inside(self, x: Tensor, norm: nn.Module) -> Tensor:
+        return norm(x)
+
+    def out(self, x: Tensor, h: Tensor, norm: nn.Module) -> Tensor:
+        return x + F.dropout(h, self.dropout, self.training)  # (tf-pre-ln)
+
+
+def sublayer_connection(config: BlockConfig) -> PostLN:
+    """The residual connection of ``config``'s blocks: :class:`PreLN` or :class:`PostLN`."""
+    return PreLN(config.dropout) if config.norm_first else PostLN(config.dropout)
+
+
+class Block(nn.Module):
+    """Self-attention and feed-forward sublayers, each with a residual and a LayerNorm
+    (:func:`sublayer_connection`: post-LN or pre-LN as ``config.norm_first`` says).
+
+    The encoder's layer (also named :data:`EncoderLayer`, with a padding ``mask``) and the
+    decoder-only language model's block (``causal=True``, and a :class:`KVCache` to decode). The
+    same function as ``torch.nn.TransformerEncoderLayer(D, H, D_ff, dropout, batch_first=True,
+    norm_first=...)`` with its weights copied (``nlpcourse.testing.copy_from_torch_layer``), and
+    torch's parameter names. ``mask``: True = may attend.
     """
 
-    def __init__(self, D: int, H: int, D_ff: int, dropout: float = 0.0, norm_first: bool = False):
+    def __init__(self, config: BlockConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(D, H)
-        self.ff = FeedForward(D, D_ff, dropout)
-        self.norm1, self.norm2 = LayerNorm(D), LayerNorm(D)
-        self.dropout, self.norm_first = dropout, norm_first
-
-    def _sa(self, x: Tensor, mask: Tensor | None, cache: KVCache | None, causal: bool) -> Tensor:
-        out, self.attn_weights = self.self_attn(x, mask=mask, cache=cache, causal=causal)
-        return F.dropout(out, self.dropout, self.training)  # (B, T, D)
-
-    def _ff(self, x: Tensor) -> Tensor:
-        return F.dropout(self.ff(x), self.dropout, self.training)
+        self.self_attn = MultiHeadAttention(config.D, config.H)
+        self.ff = FeedForward(config.D, config.D_ff, config.dropout)
+        self.norm1, self.norm2 = LayerNorm(config.D), LayerNorm(config.D)
+        self.residual = sublayer_connection(config)
 
     def forward(
         self,
@@ -562,41 +635,32 @@ class EncoderLayer(nn.Module):
         cache: KVCache | None = None,
         causal: bool = False,
     ) -> Tensor:
-        if self.norm_first:  # (tf-pre-ln)
-            x = x + self._sa(self.norm1(x), mask, cache, causal)
-            return x + self._ff(self.norm2(x))
-        x = self.norm1(x + self._sa(x, mask, cache, causal))  # (tf-post-ln)
-        return self.norm2(x + self._ff(x))
+        r = self.residual  # PreLN or PostLN: where the LayerNorm goes
+        h, _ = self.self_attn(r.inside(x, self.norm1), None, mask, cache, causal)  # (B, T, D)
+        x = r.out(x, h, self.norm1)
+        return r.out(x, self.ff(r.inside(x, self.norm2)), self.norm2)  # (B, T, D)
+
+
+EncoderLayer = Block  # the encoder-decoder's name for it (torch's TransformerEncoderLayer)
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention to the encoder's output ``memory``, feed-forward.
 
-    Post-LN or pre-LN as :class:`EncoderLayer`; the same function as
+    Post-LN or pre-LN as :class:`Block`; the same function as
     ``torch.nn.TransformerDecoderLayer(..., batch_first=True, norm_first=...)``.
     ``self_mask`` (usually causal & target padding) and ``memory_mask`` (source padding):
-    True = may attend. The cross-attention weights of the last call are kept in
-    ``cross_weights`` (B, H, T_tgt, T_src).
+    True = may attend.
     """
 
-    def __init__(self, D: int, H: int, D_ff: int, dropout: float = 0.0, norm_first: bool = False):
+    def __init__(self, config: BlockConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(D, H)
-        self.multihead_attn = MultiHeadAttention(D, H)
-        self.ff = FeedForward(D, D_ff, dropout)
-        self.norm1, self.norm2, self.norm3 = LayerNorm(D), LayerNorm(D), LayerNorm(D)
-        self.dropout, self.norm_first = dropout, norm_first
-
-    def _drop(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.dropout, self.training)
-
-    def _sa(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        out, self.self_weights = self.self_attn(x, mask=mask)
-        return self._drop(out)
-
-    def _ca(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
-        out, self.cross_weights = self.multihead_attn(x, memory, mask=mask)  # (B, T_tgt, D)
-        return self._drop(out)
+        self.self_attn = MultiHeadAttention(config.D, config.H)
+        self.multihead_attn = MultiHeadAttention(config.D, config.H)  # cross-attention
+        self.ff = FeedForward(config.D, config.D_ff, config.dropout)
+        self.norm1 = LayerNorm(config.D)
+        self.norm2, self.norm3 = LayerNorm(config.D), LayerNorm(config.D)
+        self.residual = sublayer_connection(config)
 
     def forward(
         self,
@@ -605,33 +669,12 @@ class DecoderLayer(nn.Module):
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
     ) -> Tensor:
-        if self.norm_first:  # (tf-pre-ln), three times
-            x = x + self._sa(self.norm1(x), self_mask)
-            x = x + self._ca(self.norm2(x), memory, memory_mask)
-            return x + self._drop(self.ff(self.norm3(x)))
-        x = self.norm1(x + self._sa(x, self_mask))  # (tf-post-ln), three times
-        x = self.norm2(x + self._ca(x, memory, memory_mask))
-        return self.norm3(x + self._drop(self.ff(x)))
-
-
-def copy_from_torch_layer(
-    ours: EncoderLayer | DecoderLayer,
-    theirs: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
-) -> None:
-    """Copy a torch encoder/decoder layer's weights into ours (the same names, but the attention
-    projections, which :func:`copy_from_torch_mha` unstacks)."""
-    copy_from_torch_mha(ours.self_attn, theirs.self_attn)
-    if isinstance(ours, DecoderLayer):
-        assert isinstance(theirs, nn.TransformerDecoderLayer), "a decoder layer copies a decoder"
-        copy_from_torch_mha(ours.multihead_attn, theirs.multihead_attn)
-    norms = ("norm1", "norm2", "norm3") if isinstance(ours, DecoderLayer) else ("norm1", "norm2")
-    with torch.no_grad():
-        for name in ("linear1", "linear2"):
-            getattr(ours.ff, name).weight.copy_(getattr(theirs, name).weight)
-            getattr(ours.ff, name).bias.copy_(getattr(theirs, name).bias)
-        for name in norms:
-            getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
-            getattr(ours, name).bias.copy_(getattr(theirs, name).bias)
+        r = self.residual  # PreLN or PostLN: where the LayerNorm goes
+        h, _ = self.self_attn(r.inside(x, self.norm1), None, self_mask)  # (B, T_tgt, D)
+        x = r.out(x, h, self.norm1)
+        h, _ = self.multihead_attn(r.inside(x, self.norm2), memory, memory_mask)  # cross
+        x = r.out(x, h, self.norm2)
+        return r.out(x, self.ff(r.inside(x, self.norm3)), self.norm3)  # (B, T_tgt, D)
 
 
 # ================================================================================ 5. the models
@@ -659,16 +702,13 @@ class Transformer(nn.Module):
         max_len: int = 512,
     ):
         super().__init__()
-        self.D, self.norm_first = D, norm_first
+        config = BlockConfig(D, H, D_ff, dropout, norm_first)
+        self.config, self.D = config, D
         self.src_embedding = nn.Embedding(V_src, D)
         self.tgt_embedding = nn.Embedding(V_tgt, D)
-        self.positions = PositionalEncoding(D, max_len, "sinusoidal")
-        self.encoder = nn.ModuleList(
-            EncoderLayer(D, H, D_ff, dropout, norm_first) for _ in range(n_layers)
-        )
-        self.decoder = nn.ModuleList(
-            DecoderLayer(D, H, D_ff, dropout, norm_first) for _ in range(n_layers)
-        )
+        self.positions = SinusoidalPositions(D, max_len)
+        self.encoder = nn.ModuleList(Block(config) for _ in range(n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(config) for _ in range(n_layers))
         self.enc_norm = LayerNorm(D) if norm_first else nn.Identity()
         self.dec_norm = LayerNorm(D) if norm_first else nn.Identity()
         self.output = nn.Linear(D, V_tgt)
@@ -715,10 +755,9 @@ class TransformerLM(nn.Module):
     """A decoder-only (GPT-style) language model: ``P(w_{t+1} | w_1..w_t)`` from a causal stack.
 
     Embedding plus positions (``positions`` = sinusoidal, learned or none: with none the model is
-    a bag of words as far as attention is concerned), ``n_layers`` :class:`EncoderLayer` blocks
-    with the causal mask (a decoder block without cross-attention), a final LayerNorm for pre-LN,
-    then the output layer: a linear map to V (``tie_weights=True`` shares the embedding matrix) or,
-    with ``cutoffs``, ``torch.nn.AdaptiveLogSoftmaxWithLoss``.
+    a bag of words as far as attention is concerned), ``n_layers`` causal :class:`Block` s, a
+    final LayerNorm for pre-LN, then the output layer: a linear map to V (``tie_weights=True``
+    shares the embedding matrix) or, with ``cutoffs``, ``torch.nn.AdaptiveLogSoftmaxWithLoss``.
     """
 
     def __init__(
@@ -740,13 +779,12 @@ class TransformerLM(nn.Module):
             raise ValueError(f"V must be an integer >= 2, got {V!r}")
         if tie_weights and cutoffs:
             raise ValueError("tie_weights and an adaptive softmax (cutoffs) cannot be combined")
-        self.V, self.D, self.max_len, self.norm_first = V, D, max_len, norm_first
+        config = BlockConfig(D, H, D_ff, dropout, norm_first)
+        self.config, self.V, self.D, self.max_len = config, V, D, max_len
         self.vocab_size = V  # the name nlpcourse.lm's training loop reads
         self.embedding = nn.Embedding(V, D)
-        self.positions = PositionalEncoding(D, max_len, positions)
-        self.blocks = nn.ModuleList(
-            EncoderLayer(D, H, D_ff, dropout, norm_first) for _ in range(n_layers)
-        )
+        self.positions = positional_encoding(D, max_len, positions)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(n_layers))
         self.final_norm = LayerNorm(D) if norm_first else nn.Identity()
         self.dropout = dropout
         self.adaptive: nn.AdaptiveLogSoftmaxWithLoss | None = None
@@ -803,26 +841,55 @@ class TransformerLM(nn.Module):
         prompt: Tensor | list[int],
         max_new_tokens: int,
         strategy: str = "greedy",
-        temperature: float = 1.0,
-        k: int = 10,
-        p: float = 0.9,
-        beam_size: int = 4,
+        temperature: float | None = None,
+        k: int | None = None,
+        p: float | None = None,
+        beam_size: int | None = None,
         kv_cache: bool = True,
         generator: torch.Generator | None = None,
     ) -> list[int]:
         """Continue ``prompt`` (a list of ids, or a (T,) tensor) by ``max_new_tokens`` words.
 
         ``strategy``: ``greedy`` (the most probable word), ``sample`` (from the softmax of the
-        scores divided by ``temperature``), ``top_k`` (sample among the ``k`` most probable),
-        ``top_p`` (sample among the fewest words whose probability adds up to ``p``), ``beam``
-        (beam search with ``beam_size`` hypotheses, the best total log-probability at the end).
+        scores divided by ``temperature``, default 1), ``top_k`` (sample among the ``k`` most
+        probable, default 10), ``top_p`` (sample among the fewest words whose probability adds
+        up to ``p``, default 0.9), ``beam`` (beam search with ``beam_size`` hypotheses, default
+        4, the best total log-probability at the end). An option that the strategy does not use
+        is an error, not silently ignored: ``temperature`` and ``generator`` belong to the three
+        sampling strategies, ``k`` to top_k, ``p`` to top_p, ``beam_size`` to beam.
         ``kv_cache=True`` feeds only the new token at each step and keeps every block's keys and
         values; ``False`` recomputes the whole sequence each step. Both give the same words.
-        Returns the prompt followed by the new ids.
+        The new ids are made on the model's device. Returns the prompt followed by the new ids.
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        ids = torch.as_tensor(prompt, dtype=torch.long).reshape(1, -1)  # (1, T)
+        sampling = strategy in ("sample", "top_k", "top_p")
+        given = {"temperature": temperature, "generator": generator, "k": k, "p": p}
+        given["beam_size"] = beam_size
+        uses = {
+            "temperature": sampling,
+            "generator": sampling,
+            "k": strategy == "top_k",
+            "p": strategy == "top_p",
+            "beam_size": strategy == "beam",
+        }
+        unused = [name for name, value in given.items() if value is not None and not uses[name]]
+        if unused:
+            raise ValueError(f"strategy {strategy!r} does not use {', '.join(unused)}")
+        temperature = 1.0 if temperature is None else temperature
+        k = 10 if k is None else k
+        p = 0.9 if p is None else p
+        beam_size = 4 if beam_size is None else beam_size
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"top_k needs an integer k >= 1, got {k!r}")
+        if not 0 < p <= 1:
+            raise ValueError(f"top_p needs 0 < p <= 1, got {p!r}")
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"beam needs an integer beam_size >= 1, got {beam_size!r}")
+        device = self.embedding.weight.device
+        ids = torch.as_tensor(prompt, dtype=torch.long, device=device).reshape(1, -1)  # (1, T)
         if ids.shape[1] < 1:
             raise ValueError("the prompt must hold at least one token")
         if ids.shape[1] + max_new_tokens > self.max_len:
@@ -830,8 +897,6 @@ class TransformerLM(nn.Module):
                 f"prompt ({ids.shape[1]}) + max_new_tokens ({max_new_tokens}) exceeds "
                 f"max_len = {self.max_len}"
             )
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature!r}")
         was_training = self.training
         self.eval()
         try:
@@ -858,7 +923,7 @@ class TransformerLM(nn.Module):
         for _ in range(max_new_tokens):
             logp = self._next_log_probs(ids, caches, new)[0] / temperature  # (V,)
             if strategy == "greedy":
-                nxt = int(torch.argmax(logp))
+                nxt = torch.argmax(logp).reshape(1, 1)  # (1, 1)
             else:
                 if strategy == "top_k":
                     threshold = torch.topk(logp, min(k, self.V)).values[-1]
@@ -866,18 +931,19 @@ class TransformerLM(nn.Module):
                 elif strategy == "top_p":
                     probs, order = torch.sort(torch.softmax(logp, dim=-1), descending=True)
                     before = torch.cumsum(probs, dim=0) - probs  # mass of the more probable words
-                    drop = torch.zeros(self.V, dtype=torch.bool)
+                    drop = torch.zeros_like(logp, dtype=torch.bool)  # (V,)
                     drop[order] = before >= p  # the words after the first ones that reach p
                     logp = logp.masked_fill(drop, -math.inf)
                 probs = torch.softmax(logp, dim=-1)
-                nxt = int(torch.multinomial(probs, 1, generator=generator))
-            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)  # (1, T+1)
+                nxt = torch.multinomial(probs, 1, generator=generator).reshape(1, 1)  # (1, 1)
+            ids = torch.cat([ids, nxt], dim=1)  # (1, T+1)
             new = 1
         return ids[0].tolist()
 
     def _beam(self, ids, max_new_tokens, beam_size, kv_cache):
         caches = [KVCache(self.max_len) for _ in self.blocks] if kv_cache else None
-        beams, scores, new = ids, torch.zeros(1), ids.shape[1]  # (n, T), (n,)
+        beams, new = ids, ids.shape[1]  # (n, T)
+        scores = torch.zeros(1, device=ids.device)  # (n,)
         for _ in range(max_new_tokens):
             logp = self._next_log_probs(beams, caches, new)  # (n, V)
             total = (scores[:, None] + logp).reshape(-1)  # (n*V,)
@@ -902,6 +968,118 @@ def describe(model: TransformerLM) -> dict[str, Any]:
         "V": model.V,
         "D": model.D,
         "layers": len(model.blocks),
-        "heads": model.blocks[0].self_attn.H if len(model.blocks) else 0,
+        "heads": model.config.H,
         "parameters": count_parameters(model),
     }
+
+
+# ============================================= 6. the encoder-decoder on chapter 5's G2P task
+
+
+class Seq2SeqTransformer(Transformer):
+    """:class:`Transformer` with chapter 5's conventions, to train and decode on its tasks
+    (CMUdict grapheme-to-phoneme) with its tools.
+
+    Sources are letter ids padded with ``<pad>`` = 0 at the end; targets are
+    ``<s> y_1 .. y_T </s>`` (ids 1 and 2 in the target vocabulary), padded likewise. As in
+    chapter 5, the model never predicts ``<pad>`` or ``<s>`` (their log-probabilities are
+    ``-inf``). :meth:`loss` is what :func:`nlpcourse.seq2seq.train` minimises, with label
+    smoothing if ``label_smoothing`` > 0; :meth:`step_function` gives one word as the
+    ``step(y_prev, state) -> (log_probs, new_state)`` function that chapter 5's
+    :func:`nlpcourse.seq2seq.greedy_decode` and :func:`nlpcourse.seq2seq.beam_search` decode;
+    :meth:`greedy` and :meth:`beam_search` run them word by word over a batch, with the
+    signatures of chapter 5's model, so that :func:`nlpcourse.seq2seq.evaluate` scores this
+    model as it scores that one.
+    """
+
+    never: Tensor  # (V_tgt,) True for <pad> and <s>, a buffer
+
+    def __init__(self, V_src: int, V_tgt: int, label_smoothing: float = 0.0, **sizes: Any):
+        """``sizes``: :class:`Transformer`'s (``D``, ``H``, ``n_layers``, ``D_ff``, ``dropout``,
+        ``norm_first``, ``max_len``), with pre-LN and ``max_len`` = 64 by default here."""
+        from nlpcourse.seq2seq import BOS_ID, PAD_ID
+
+        super().__init__(V_src, V_tgt, **{"norm_first": True, "max_len": 64, **sizes})
+        D = self.D
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        self.label_smoothing, self.pad_id = label_smoothing, PAD_ID
+        # embeddings of scale D^-1/2, so that times sqrt(D) they are of the positions' scale
+        # (about 1) instead of drowning them (torch's N(0, 1) times sqrt(D)), as in Vaswani et
+        # al.'s implementation
+        for embedding in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(embedding.weight, std=D**-0.5)
+        never = torch.zeros(V_tgt, dtype=torch.bool)
+        never[[PAD_ID, BOS_ID]] = True
+        self.register_buffer("never", never, persistent=False)
+
+    def log_probs(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Padded sources (B, S) and decoder inputs ``<s> y_1 .. y_{T-1}`` (B, T) ->
+        log-probabilities of each next phone (B, T, V_tgt), ``<pad>`` and ``<s>`` excluded."""
+        src_lengths = (src != self.pad_id).sum(dim=1)  # (B,)
+        # padded target positions come after the real ones: the causal mask keeps them out of
+        # every real position's view, and the loss skips them
+        logits = self(src, tgt_in, src_lengths)  # (B, T, V_tgt)
+        return torch.log_softmax(logits.masked_fill(self.never, -math.inf), dim=-1)
+
+    def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Mean over the real target phones of the cross-entropy with label smoothing
+        ``eps`` = ``label_smoothing`` (Szegedy et al. 2016), over the phones and ``</s>``::
+
+            loss_t = (1 - eps) (-log p(y_t)) + eps mean_v (-log p(v))            (tf-ls)
+
+        ``src`` (B, S), ``tgt`` (B, T + 1) = ``<s> y_1 .. y_T </s>`` padded."""
+        logp = self.log_probs(src, tgt[:, :-1])  # (B, T, V)
+        gold = tgt[:, 1:]  # (B, T)
+        nll = -logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        if self.label_smoothing:
+            allowed = int((~self.never).sum())
+            uniform = -logp.masked_fill(self.never, 0.0).sum(-1) / allowed  # (B, T)
+            nll = (1 - self.label_smoothing) * nll + self.label_smoothing * uniform  # (tf-ls)
+        return nll[gold != self.pad_id].mean()
+
+    def step_function(self, src: Tensor) -> tuple[Callable[[int, Any], tuple[Tensor, Any]], Any]:
+        """One word ``src`` (S,) as chapter 5's ``step(y_prev, state) -> (log_probs (V,),
+        new_state)`` and its first state. The state is the tuple of the phones fed so far (the
+        memory of the encoder is computed once); each step runs the decoder over all of them
+        (no cache: targets are short, and a tuple can be shared by the hypotheses of a beam)."""
+        with torch.inference_mode():
+            memory = self.encode(src.unsqueeze(0))  # (1, S, D)
+
+        def step(y_prev: int, fed: tuple[int, ...]) -> tuple[Tensor, tuple[int, ...]]:
+            fed = (*fed, y_prev)
+            tgt = torch.tensor([fed], dtype=torch.long, device=memory.device)  # (1, t)
+            with torch.inference_mode():
+                logits = self.decode(tgt, memory)[0, -1]  # (V,)
+            return torch.log_softmax(logits.masked_fill(self.never, -math.inf), dim=-1), fed
+
+        return step, ()
+
+    def _each_word(self, src: Tensor, search: Callable[..., Any]) -> list[Any]:
+        """``search(step, state)`` for every word (row) of the padded ``src`` (B, S), in eval
+        mode, the training mode restored after."""
+        was_training = self.training
+        self.eval()
+        try:
+            return [search(*self.step_function(row[row != self.pad_id])) for row in src]
+        finally:
+            self.train(was_training)
+
+    def greedy(self, src: Tensor, max_len: int = 30) -> list[list[int]]:
+        """Chapter 5's :func:`nlpcourse.seq2seq.greedy_decode` on each word of ``src`` (B, S):
+        the phone ids of each, without ``</s>``."""
+        from nlpcourse.seq2seq import greedy_decode
+
+        return self._each_word(src, lambda step, s: greedy_decode(step, s, max_len))
+
+    def beam_search(
+        self, src: Tensor, beam_size: int = 5, max_len: int = 30, length_penalty: float = 0.0
+    ) -> tuple[list[list[int]], list[float]]:
+        """Chapter 5's :func:`nlpcourse.seq2seq.beam_search` on each word of ``src`` (B, S): the
+        best hypothesis of each (phone ids, without ``</s>``) and its normalised score."""
+        from nlpcourse.seq2seq import beam_search
+
+        found = self._each_word(
+            src, lambda step, s: beam_search(step, s, beam_size, max_len, length_penalty)
+        )
+        return [ids for ids, _ in found], [score for _, score in found]

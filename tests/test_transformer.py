@@ -4,29 +4,37 @@ hand values."""
 
 import itertools
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nlpcourse import transformer
 from nlpcourse.lm import evaluate_perplexity, stream, train_lm
+from nlpcourse.testing import copy_from_torch_layer, copy_from_torch_mha
 from nlpcourse.transformer import (
+    Block,
+    BlockConfig,
     DecoderLayer,
     EncoderLayer,
     KVCache,
     LayerNorm,
+    LearnedPositions,
     MultiHeadAttention,
+    NoPositions,
+    Seq2SeqTransformer,
+    SinusoidalPositions,
     Transformer,
     TransformerLM,
     causal_mask,
-    copy_from_torch_layer,
-    copy_from_torch_mha,
+    fused_attention,
     merge_heads,
     multi_head_attention_bmm,
     padding_mask,
+    saving_attention,
     scaled_dot_product_attention,
-    scaled_dot_product_attention_fast,
     scaled_dot_product_attention_loop,
     sinusoidal_encoding,
     split_heads,
@@ -96,7 +104,7 @@ def _fused(q, k, v, mask):  # torch's kernel; its rows with no allowed key are N
 
 
 @pytest.mark.parametrize("mask_kind", ["none", "2d", "padding", "per-head", "causal", "cached"])
-def test_fast_path_equals_torch_loop_and_lesson_version(mask_kind):
+def test_fused_path_equals_torch_loop_and_lesson_version(mask_kind):
     torch.manual_seed(3)
     B, H, T_q, T_k = 2, 3, 5, 7
     q1, k1, v1 = (torch.randn(B, H, T, 4, requires_grad=True) for T in (T_q, T_k, T_k))
@@ -116,11 +124,11 @@ def test_fast_path_equals_torch_loop_and_lesson_version(mask_kind):
         if mask_kind != "cached"
         else (torch.arange(T_k)[None, :] <= torch.arange(T_k - T_q, T_k)[:, None])
     )
-    z, alpha = scaled_dot_product_attention_fast(q1, k1, v1, mask, causal=mask_kind == "cached")
+    z = fused_attention(q1, k1, v1, mask, causal=mask_kind == "cached")
     expected = _fused(q2, k2, v2, oracle_mask)
     torch.testing.assert_close(z, expected, **TIGHT)
-    z_lesson, alpha_lesson = scaled_dot_product_attention(q1, k1, v1, oracle_mask)
-    torch.testing.assert_close(alpha, alpha_lesson, **TIGHT)
+    z_lesson, alpha = scaled_dot_product_attention(q1, k1, v1, oracle_mask)
+    torch.testing.assert_close(z_lesson, expected, **TIGHT)
     z_loop, alpha_loop = scaled_dot_product_attention_loop(
         q1[1, 2],
         k1[1, 2],
@@ -138,26 +146,28 @@ def test_fast_path_equals_torch_loop_and_lesson_version(mask_kind):
         assert z.shape == (B, H, T_q, 4)
 
 
-def test_fast_path_gradients_numerically():
+def test_fused_path_gradients_numerically():
     torch.manual_seed(4)
     q, k, v = (torch.randn(1, 2, T, 3, requires_grad=True) for T in (4, 4, 4))
     mask = torch.rand(4, 4) < 0.7
     mask[:, 0] = True
     for kwargs in ({"mask": mask}, {"causal": True}):
         assert torch.autograd.gradcheck(
-            lambda q, k, v, kw=kwargs: scaled_dot_product_attention_fast(q, k, v, **kw)[0],
+            lambda q, k, v, kw=kwargs: fused_attention(q, k, v, **kw),
             (q, k, v),
         )
 
 
-def test_fast_path_rejects_bad_input():
+def test_fused_path_rejects_bad_input():
     q = torch.randn(2, 3, 4)
-    with pytest.raises(ValueError, match="same leading"):
-        scaled_dot_product_attention_fast(q, torch.randn(1, 3, 4), torch.randn(1, 3, 4))
+    with pytest.raises(ValueError, match="same width"):
+        fused_attention(q, torch.randn(2, 3, 5), torch.randn(2, 3, 5))
     with pytest.raises(ValueError, match="not both"):
-        scaled_dot_product_attention_fast(q, q, q, causal_mask(3), causal=True)
+        fused_attention(q, q, q, causal_mask(3), causal=True)
     with pytest.raises(ValueError, match="T_q <= T_k"):
-        scaled_dot_product_attention_fast(q, q[:, :2], q[:, :2], causal=True)
+        fused_attention(q, q[:, :2], q[:, :2], causal=True)
+    with pytest.raises(ValueError, match="boolean"):
+        fused_attention(q, q, q, torch.ones(3, 3))
 
 
 def test_seed_walkthrough_double_loop_equals_matrix_form():
@@ -226,7 +236,10 @@ def test_multi_head_attention_equals_torch(mask_kind):
         "padding": padding_mask(lengths, 6),
         "both": causal_mask(6) & padding_mask(lengths, 6),
     }[mask_kind]
-    out, alpha = ours(x1, mask=allowed)
+    out, alpha = ours(x1, mask=allowed, need_weights=True)  # the lesson function
+    fused, none = ours(x1, mask=allowed)  # torch's fused kernel
+    assert none is None
+    torch.testing.assert_close(fused, out, **TIGHT)
     kwargs = {}
     if mask_kind in ("causal", "both"):
         kwargs["attn_mask"] = ~causal_mask(6)  # torch: True = may NOT attend
@@ -244,7 +257,7 @@ def test_multi_head_attention_equals_torch(mask_kind):
 def test_cross_attention_shapes_and_values():
     ours, theirs = pair(D=32, H=8, seed=3)
     tgt, src = torch.randn(1, 9, 32), torch.randn(1, 12, 32)
-    out, alpha = ours(tgt, src)
+    out, alpha = ours(tgt, src, need_weights=True)
     ref, ref_alpha = theirs(tgt, src, src, average_attn_weights=False)
     assert out.shape == (1, 9, 32) and alpha.shape == (1, 8, 9, 12)
     torch.testing.assert_close(out, ref, **TIGHT)
@@ -327,7 +340,7 @@ def test_encoder_layer_equals_torch(norm_first):
     theirs = nn.TransformerEncoderLayer(
         16, 4, 32, dropout=0.0, batch_first=True, norm_first=norm_first
     )
-    ours = EncoderLayer(16, 4, 32, norm_first=norm_first)
+    ours = EncoderLayer(BlockConfig(16, 4, 32, norm_first=norm_first))
     copy_from_torch_layer(ours, theirs)
     x = torch.randn(2, 6, 16)
     lengths = torch.tensor([6, 3])
@@ -344,11 +357,12 @@ def test_decoder_layer_equals_torch(norm_first):
     theirs = nn.TransformerDecoderLayer(
         16, 4, 32, dropout=0.0, batch_first=True, norm_first=norm_first
     )
-    ours = DecoderLayer(16, 4, 32, norm_first=norm_first)
+    ours = DecoderLayer(BlockConfig(16, 4, 32, norm_first=norm_first))
     copy_from_torch_layer(ours, theirs)
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     src_lengths = torch.tensor([7, 4])
-    out = ours(x, memory, causal_mask(5), padding_mask(src_lengths, 7))
+    with saving_attention(ours):
+        out = ours(x, memory, causal_mask(5), padding_mask(src_lengths, 7))
     ref = theirs(
         x,
         memory,
@@ -356,8 +370,8 @@ def test_decoder_layer_equals_torch(norm_first):
         memory_key_padding_mask=~padding_mask(src_lengths)[:, 0, 0],
     )
     torch.testing.assert_close(out, ref, **TIGHT)
-    assert ours.cross_weights.shape == (2, 4, 5, 7)
-    assert (ours.cross_weights[1, :, :, 4:] == 0).all()  # padded source positions get no weight
+    assert ours.multihead_attn.weights.shape == (2, 4, 5, 7)
+    assert (ours.multihead_attn.weights[1, :, :, 4:] == 0).all()  # padded source: no weight
 
 
 def test_encoder_decoder_ignores_padding():
@@ -406,9 +420,14 @@ def test_positions_none_makes_a_bag_of_words():
 @pytest.mark.parametrize("strategy", ["greedy", "sample", "top_k", "top_p", "beam"])
 def test_kv_cache_generation_equals_recomputation(strategy):
     lm = small_lm()
+    sampling = strategy in ("sample", "top_k", "top_p")
     outs = [
         lm.generate(
-            [1, 2], 12, strategy, kv_cache=cache, generator=torch.Generator().manual_seed(4)
+            [1, 2],
+            12,
+            strategy,
+            kv_cache=cache,
+            generator=torch.Generator().manual_seed(4) if sampling else None,
         )
         for cache in (True, False)
     ]
@@ -504,3 +523,173 @@ def test_layer_norm_is_reset_by_training():
     train_lm(lm, [[1, 2, 3]] * 4, None, steps=1, batch_size=2, bptt=4, shuffle=True)
     assert lm.final_norm.weight.tolist() != [3.0] * lm.D  # reset to 1, then one Adam step
     assert lm.final_norm.weight.sub(1).abs().max() < 0.02
+
+
+# ================================================= issue 31: one attention path, bugs 3 and 4
+
+
+def test_queries_with_no_key_give_zeros_in_the_module_and_finite_gradients():
+    ours, theirs = pair()
+    x = torch.randn(2, 4, 16, requires_grad=True)
+    lengths = torch.tensor([4, 0])  # the second sentence has no key at all
+    mask = padding_mask(lengths, 4)
+    out, _ = ours(x, mask=mask)  # the fused path
+    lesson, alpha = ours(x, mask=mask, need_weights=True)
+    W_o_bias = ours.W_o.bias.expand(4, 16)  # a zero context maps to W_o's bias alone
+    torch.testing.assert_close(out[1], W_o_bias, **TIGHT)
+    torch.testing.assert_close(lesson, out, **TIGHT)
+    assert (alpha[1] == 0).all()
+    ref, _ = theirs(x[:1], x[:1], x[:1])  # the sentence with keys: torch's value
+    torch.testing.assert_close(out[:1], ref, **TIGHT)
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+def test_attention_weights_only_when_asked_and_detached():
+    torch.manual_seed(0)
+    model = Transformer(11, 13, D=16, H=4, n_layers=2, D_ff=32).train()
+    src, tgt = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[5, 6, 7]])
+    model(src, tgt)
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert len(layers) == 6 and all(m.weights is None for m in layers)  # not asked for: none
+    with saving_attention(model):
+        logits = model(src, tgt)
+    assert logits.requires_grad
+    for m in layers:  # one name, detached from the graph although the model trains
+        assert m.weights is not None and not m.weights.requires_grad and m.weights.grad_fn is None
+    cross = model.decoder[0].multihead_attn.weights  # (B, H, T_tgt, T_src)
+    assert cross.shape == (1, 4, 3, 4)
+    torch.testing.assert_close(cross.sum(-1), torch.ones(1, 4, 3), **TIGHT)
+    assert not any(m.keep_weights for m in layers)  # only inside the `with`
+    for name in ("attn_weights", "self_weights", "cross_weights"):
+        assert not any(hasattr(m, name) for m in model.modules())
+
+
+def test_dropout_is_applied_once_per_sublayer(monkeypatch):
+    # a block's dropouts in training: the attention sublayer's output, inside the FFN, the FFN's
+    # output; the attention module itself drops nothing (it used to drop its output again)
+    calls = []
+    real = F.dropout
+
+    def counting(x, p=0.5, training=True, inplace=False):
+        calls.append(p)
+        return real(x, p, training, inplace)
+
+    monkeypatch.setattr(F, "dropout", counting)
+    block = Block(BlockConfig(16, 4, 32, dropout=0.1)).train()
+    block(torch.randn(2, 3, 16))
+    assert calls == [0.1, 0.1, 0.1]
+    calls.clear()
+    mha = MultiHeadAttention(16, 4).train()
+    mha(torch.randn(2, 3, 16))
+    assert calls == []
+
+
+def test_behaviour_is_chosen_when_the_model_is_built():
+    kinds = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions, "none": NoPositions}
+    for kind, cls in kinds.items():
+        lm = small_lm(positions=kind)
+        assert type(lm.positions) is cls
+        assert not hasattr(lm.positions, "kind")
+    assert type(small_lm(norm_first=True).blocks[0].residual) is transformer.PreLN
+    assert type(small_lm(norm_first=False).blocks[0].residual) is transformer.PostLN
+    assert type(small_lm().blocks[0]) is Block  # the decoder-only model's block is a Block
+    with pytest.raises(ValueError, match="kind must be one of"):
+        small_lm(positions="rotary")
+    assert not hasattr(transformer, "scaled_dot_product_attention_fast")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "options", "message"),
+    [
+        ("top_k", {"k": 0}, "k >= 1"),
+        ("top_k", {"k": 2.5}, "k >= 1"),
+        ("top_p", {"p": 0.0}, "0 < p <= 1"),
+        ("top_p", {"p": 1.5}, "0 < p <= 1"),
+        ("beam", {"beam_size": 0}, "beam_size >= 1"),
+        ("sample", {"temperature": 0.0}, "temperature"),
+        ("greedy", {"k": 3}, "does not use k"),
+        ("greedy", {"temperature": 0.5}, "does not use temperature"),
+        ("beam", {"p": 0.5, "generator": torch.Generator()}, "does not use generator, p"),
+        ("top_k", {"beam_size": 2}, "does not use beam_size"),
+        ("sample", {"p": 0.9}, "does not use p"),
+    ],
+)
+def test_generate_rejects_bad_options_clearly(strategy, options, message):
+    lm = small_lm()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        lm.generate([1, 2], 3, strategy, **options)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "top_p", "beam"])
+def test_generate_makes_its_tensors_on_the_models_device(strategy):
+    # with the default device set to "meta", a tensor made without the model's device is on
+    # "meta" and meeting the model's (CPU) tensors fails; the words must not change
+    lm = small_lm()
+    sampling = strategy != "greedy" and strategy != "beam"
+    kwargs = {"generator": torch.Generator().manual_seed(1)} if sampling else {}
+    expected = lm.generate([1, 2], 5, strategy, **kwargs)
+    kwargs = {"generator": torch.Generator().manual_seed(1)} if sampling else {}
+    with torch.device("meta"):
+        got = lm.generate(torch.tensor([1, 2], device="cpu"), 5, strategy, **kwargs)
+    assert got == expected
+
+
+# ============================================ the encoder-decoder on chapter 5's task (issue 30)
+
+
+def g2p_model(label_smoothing=0.0):
+    torch.manual_seed(5)
+    return Seq2SeqTransformer(9, 8, D=16, H=4, n_layers=2, D_ff=32, label_smoothing=label_smoothing)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_seq2seq_loss_equals_torch_cross_entropy_over_the_allowed_symbols(eps):
+    model = g2p_model(eps)
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 2]])  # padded with <pad> = 0 at the end
+    tgt = torch.tensor([[1, 4, 5, 2, 0], [1, 3, 6, 7, 2]])  # <s> phones </s>, padded
+    allowed = torch.tensor([2, 3, 4, 5, 6, 7])  # </s> and the phones: not <pad> = 0, <s> = 1
+    logits = model(src, tgt[:, :-1], torch.tensor([3, 4]))[..., allowed]  # (B, T, 6)
+    gold = tgt[:, 1:]  # (B, T)
+    real = gold != 0
+    expected = F.cross_entropy(logits[real], gold[real] - 2, label_smoothing=eps)
+    torch.testing.assert_close(model.loss(src, tgt), expected, **TIGHT)
+
+
+def test_seq2seq_padding_changes_nothing():
+    model = g2p_model().eval()
+    alone = model.log_probs(torch.tensor([[3, 4, 5]]), torch.tensor([[1, 4, 5]]))
+    batch = model.log_probs(
+        torch.tensor([[3, 4, 5, 0, 0], [6, 7, 8, 3, 2]]), torch.tensor([[1, 4, 5], [1, 3, 3]])
+    )
+    torch.testing.assert_close(batch[0], alone[0], **TIGHT)
+    assert (batch[..., :2] == -math.inf).all()  # never <pad> or <s>
+
+
+def test_seq2seq_step_function_decodes_as_the_full_model():
+    # oracle: greedy decoding by re-running the whole teacher-forced model on each prefix
+    model = g2p_model().train()
+    src = torch.tensor([[3, 4, 5, 6, 0]])
+    with torch.no_grad():
+        model.eval()
+        prefix = [1]
+        for _ in range(6):
+            nxt = int(model.log_probs(src[:, :4], torch.tensor([prefix]))[0, -1].argmax())
+            if nxt == 2:
+                break
+            prefix.append(nxt)
+        model.train()
+    assert model.greedy(src, max_len=6) == [prefix[1:]]
+    assert model.training  # the training mode is restored after decoding
+    ids, scores = model.beam_search(src, beam_size=1, max_len=6)
+    assert ids == [prefix[1:]]
+    # the beam's score is the model's log-probability of its output (with </s> unless cut)
+    found, _ = model.beam_search(src, beam_size=4, max_len=6)
+    y = [1, *found[0], 2]
+    with torch.no_grad():
+        lp = model.eval().log_probs(src[:, :4], torch.tensor([y[:-1]]))[0]
+    total = sum(float(lp[t, y[t + 1]]) for t in range(len(y) - 1))
+    _, best = model.beam_search(src, beam_size=4, max_len=6)
+    if len(found[0]) < 6:
+        assert best[0] == pytest.approx(total, abs=1e-9)
+        assert best[0] >= scores[0] - 1e-9  # a wider beam finds nothing worse than greedy
