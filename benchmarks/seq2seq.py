@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from nlpcourse import seq2seq as s2s
+from nlpcourse import seq2seq_runs
 from nlpcourse.data import cmudict_split
 
 E, H, BATCH = 64, 128, 64
@@ -145,7 +146,8 @@ def best_cpu_seconds(runs: dict[str, Callable[[], None]], passes: int) -> dict[s
 
 def bilinear_vs_additive() -> None:
     """CPU seconds of the bilinear and the additive score at the size of chapter 5's recorded run
-    (``s2s.CONFIGS["g2p"]``: H = 256, batches of 128 words), on the same 6 training batches:
+    (``seq2seq_runs.CONFIGS["g2p"]``: H = 256, batches of 128 words), on the same 6 training
+    batches:
 
     1. the attention alone, forward and backward: the scores of all T decoder states against the
        S keys of each word (``prepare`` and ``scores``), the masked softmax and the context;
@@ -162,7 +164,7 @@ def bilinear_vs_additive() -> None:
         f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {threads} threads, "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    cfg = s2s.CONFIGS["g2p"]
+    cfg = seq2seq_runs.CONFIGS["g2p"].flat()
     train, _, _ = cmudict_split()
     src_vocab, tgt_vocab = s2s.g2p_vocabs(train)
     pairs = s2s.g2p_pairs(train, src_vocab, tgt_vocab)
@@ -198,7 +200,8 @@ def bilinear_vs_additive() -> None:
 
     models = {}
     for kind in ("bilinear", "additive"):
-        model, _, _ = s2s.build({**cfg, "attention": kind}, train)
+        config = seq2seq_runs.RunConfig.from_flat({**cfg, "attention": kind})
+        model, _, _ = seq2seq_runs.build(config, train)
         models[kind] = (model, torch.optim.Adam(model.parameters(), lr=cfg["lr"]))
 
     def training_step(kind: str) -> None:

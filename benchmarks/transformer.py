@@ -220,15 +220,15 @@ def compare_training_speed() -> dict[str, float]:
     chapter 6's, each built from its recorded configuration, on the same batches of the
     training split: forward, backward, clipping and an Adam step, the two timed in turns."""
     from nlpcourse import seq2seq as s2s
-    from nlpcourse import transformer_runs
+    from nlpcourse import seq2seq_runs, transformer_runs
     from nlpcourse.data import cmudict_split
 
     train, _, _ = cmudict_split()
     models = {
-        "attention RNN (chapter 5)": s2s.build(s2s.CONFIGS["g2p"], train),
+        "attention RNN (chapter 5)": seq2seq_runs.build(seq2seq_runs.CONFIGS["g2p"], train),
         "transformer (chapter 6)": transformer_runs.build(transformer_runs.CONFIGS["g2p"], train),
     }
-    batch_size = s2s.CONFIGS["g2p"]["batch_size"]
+    batch_size = seq2seq_runs.CONFIGS["g2p"].training.batch_size
     assert batch_size == transformer_runs.CONFIGS["g2p"]["batch_size"]
     _, src, tgt = models["transformer (chapter 6)"]
     pairs = s2s.g2p_pairs(train, src, tgt)

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
 
 from nlpcourse import seq2seq as s2s
 from nlpcourse.records import Recorder, load_record
+from nlpcourse.seq2seq_runs import validation_sample
+from nlpcourse.training import Logger
 from nlpcourse.transformer import Seq2SeqTransformer, count_parameters
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -79,12 +81,23 @@ def build(
     return model, src, tgt
 
 
+class _EachLoss:
+    """A :class:`nlpcourse.training.Logger` that hands each logged training loss to
+    ``on_loss(step, loss)``."""
+
+    def __init__(self, on_loss: Callable[[int, float], None]):
+        self.on_loss = on_loss
+
+    def log(self, step: int, **values: Any) -> None:
+        self.on_loss(step, values["train_loss"])
+
+
 def train(
     model: Seq2SeqTransformer,
     pairs: Sequence[tuple[list[int], list[int]]],
     config: dict[str, Any],
     steps: int | None = None,
-    callback: Any = None,
+    logger: Logger | None = None,
     show_progress: bool = False,
 ) -> list[float]:
     """Chapter 5's :func:`nlpcourse.seq2seq.train` with ``config``'s settings (the first
@@ -98,7 +111,7 @@ def train(
         clip=config["clip"],
         seed=config["seed"],
         log_every=config["log_every"],
-        callback=callback,
+        logger=logger,
         show_progress=show_progress,
         max_minutes=config["max_minutes"],
         decay_over=config["steps"],
@@ -159,13 +172,13 @@ def run_recorded(
     train_split, valid_split, test_split = cmudict_split()
     model, src, tgt = build(config, train_split)
     pairs = s2s.g2p_pairs(train_split, src, tgt)
-    valid = s2s.validation_sample(valid_split, config["valid_words"])
+    valid = validation_sample(valid_split, config["valid_words"])
     rec = Recorder(
         RECORD_NAMES[name], f"python -m nlpcourse.transformer_runs {name} --threads {threads}",
         config,
     )  # fmt: skip
 
-    def log(step: int, loss: float) -> None:
+    def log_step(step: int, loss: float) -> None:
         values: dict[str, float] = {"train_loss": loss}
         if step % config["valid_every"] == 0:
             result = evaluate(model, valid, src, tgt, max_len=config["max_len"])
@@ -174,7 +187,7 @@ def run_recorded(
         rec.log(step, **values)
 
     start = time.perf_counter()
-    curve = train(model, pairs, config, callback=log, show_progress=True)
+    curve = train(model, pairs, config, logger=_EachLoss(log_step), show_progress=True)
     train_minutes = (time.perf_counter() - start) / 60
     trained = len(curve) * config["log_every"]
     decoding = {"max_len": config["max_len"]}
