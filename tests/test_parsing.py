@@ -15,7 +15,7 @@ import nltk
 import numpy as np
 import pytest
 
-from nlpcourse import parsing
+from nlpcourse import parsing, parsing_fast
 from nlpcourse.parsing import (
     CFG,
     PCFG,
@@ -141,6 +141,23 @@ def test_pcfg_probabilities_must_sum_to_one():
         PCFG.fromstring("S -> 'a' [0.5] | 'b' [0.4]")
     with pytest.raises(ValueError, match="no \\[p\\]"):
         PCFG.fromstring("S -> 'a'")
+
+
+def test_pcfg_equality_includes_the_probabilities():
+    # the oracle: the probabilities written in the text, compared by hand
+    a = PCFG.fromstring("S -> S S [0.3] | 'a' [0.7]")
+    assert a == PCFG.fromstring("S -> S S [0.3]\nS -> 'a' [0.7]")  # the same rules, other layout
+    assert a != PCFG.fromstring("S -> S S [0.4] | 'a' [0.6]")  # the same rules, other numbers
+    assert a != PCFG.fromstring("S -> 'a' [0.7] | S S [0.3]")  # the same numbers, other order
+    assert a != CFG.fromstring("S -> S S | 'a'") and CFG.fromstring("S -> S S | 'a'") != a
+    assert a.prob(Rule("S", ("S", "S"))) == pytest.approx(0.3)
+    assert a.prob(Rule("S", ("b",))) == 0.0
+    assert a.weighted() == [
+        (Rule("S", ("S", "S")), math.log(0.3)),
+        (Rule("S", ("a",)), math.log(0.7)),
+    ]
+    with pytest.raises(ValueError, match="given twice"):
+        PCFG.fromstring("S -> 'a' [0.5] | 'a' [0.5]")
 
 
 def test_left_recursion_found():
@@ -619,7 +636,7 @@ def test_parseval_by_hand():
 def test_scaled_matrix_products_equal_the_log_space_recursions(text, sentence, monkeypatch):
     words = sentence.split()
     fast = PCFG.fromstring(text).outside(words), PCFG.fromstring(text).expected_counts(words)
-    monkeypatch.setattr(parsing, "SAFE_EXPONENT", 1.0)  # every span takes the path in logs
+    monkeypatch.setattr(parsing_fast, "SAFE_EXPONENT", 1.0)  # every span takes the path in logs
     slow = PCFG.fromstring(text).outside(words), PCFG.fromstring(text).expected_counts(words)
     for a, b in zip(fast[0], slow[0], strict=True):
         assert np.array_equal(np.isfinite(a), np.isfinite(b))
@@ -741,7 +758,7 @@ def test_cky_recognize_by_hand_with_a_unit_rule():
 
 def test_plain_rules_give_the_pcfg_answers():
     g = PCFG.fromstring(TOY_PCFG)
-    rules = [(r.lhs, r.rhs, lp) for r, lp in zip(g.rules, g.logps, strict=True)]
+    rules = [(r.lhs, r.rhs, lp) for r, lp in g.logp.items()]
     words = PCFG_SENTENCES[2].split()
     assert inside(rules, words) == pytest.approx(g.inside(words), rel=1e-12)
     best, logp = viterbi_cky(rules, words)
@@ -756,82 +773,3 @@ def test_a_grammar_without_binary_rules():
     assert g.inside(["a", "b"]) == -math.inf
     best, logp = g.viterbi(["b"])
     assert str(best) == "(S b)" and logp == pytest.approx(math.log(0.75))
-
-
-# ------------------------------------------------------------- NLTK's Penn Treebank sample
-
-TINY_MRG = """( (S
-    (NP-SBJ-1 (NNP Pierre) (NNP Vinken) )
-    (, ,)
-    (VP (MD will)
-      (VP (VB join)
-        (NP (DT the) (NN board) )
-        (S (NP-SBJ (-NONE- *-1) ) (VP (TO to) (VP (VB go) )))))
-    (. .) ))
-( (S (NP-SBJ (PRP It)) (VP (VBD rose) (-LRB- -LRB-) (CD 3) (-RRB- -RRB-)) (. .)) )
-"""
-
-
-def test_read_mrg_against_nltk_reader(tmp_path, monkeypatch):
-    (tmp_path / "wsj_0001.mrg").write_text(TINY_MRG)
-    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])  # nltk reads only from its paths
-    reader = nltk.corpus.reader.BracketParseCorpusReader(str(tmp_path), r".*\.mrg")
-    expected = [str(Tree.fromstring(str(t))) for t in reader.parsed_sents()]
-    raw = parsing.read_mrg(TINY_MRG, clean=False)
-    assert [str(t) for t in raw] == expected
-    # cleaned by hand: the empty subject, and the S and NP left empty by it, go; tags are cut
-    cleaned = parsing.read_mrg(TINY_MRG)
-    words = [list(sentence) for sentence in reader.sents()]
-    assert [t.leaves() for t in raw] == words
-    assert cleaned[0].leaves() == [w for w in words[0] if w != "*-1"]
-    assert str(cleaned[0]) == (
-        "(S (NP (NNP Pierre) (NNP Vinken)) (, ,) (VP (MD will) (VP (VB join) "
-        "(NP (DT the) (NN board)) (S (VP (TO to) (VP (VB go)))))) (. .))"
-    )
-    assert str(cleaned[1]) == (
-        "(S (NP (PRP It)) (VP (VBD rose) (-LRB- -LRB-) (CD 3) (-RRB- -RRB-)) (. .))"
-    )
-    # a directory, an NLTK data directory and a zip of it give the same trees
-    assert [str(t) for t in parsing.treebank_sample(tmp_path)] == [str(t) for t in cleaned]
-    data = tmp_path / "nltk_data"
-    (data / parsing.TREEBANK_DIR).mkdir(parents=True)
-    (data / parsing.TREEBANK_DIR / "wsj_0001.mrg").write_text(TINY_MRG)
-    assert parsing.treebank_sample(data) == cleaned
-    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "elsewhere"), str(data)])
-    assert parsing.treebank_sample() == cleaned  # found through nltk.data.path
-    zipped = tmp_path / "zipped"
-    (zipped / "corpora").mkdir(parents=True)
-    import zipfile
-
-    with zipfile.ZipFile(zipped / "corpora" / "treebank.zip", "w") as z:
-        z.writestr("treebank/combined/wsj_0001.mrg", TINY_MRG)
-    assert parsing.treebank_sample(zipped) == cleaned
-
-
-def test_read_mrg_bad_input_and_absent_sample(tmp_path):
-    with pytest.raises(ValueError, match="tree 2"):
-        parsing.read_mrg("( (S (NP a)) )\n( (S (NP b) )")
-    with pytest.raises(ValueError, match="no '\\('"):
-        parsing.read_mrg("(S a))")
-    with pytest.raises(FileNotFoundError) as error:
-        parsing.treebank_sample(tmp_path)
-    for path in [tmp_path, tmp_path / parsing.TREEBANK_DIR, tmp_path / "corpora/treebank.zip"]:
-        assert str(path) in str(error.value)
-    assert "nltk.download('treebank')" in str(error.value)
-
-
-def _sample_or_skip():
-    try:
-        return parsing.treebank_sample(clean=False)
-    except FileNotFoundError as error:
-        tried = str(error).count("\n  ")
-        pytest.skip(f"NLTK's treebank sample is in none of {tried} paths (CI never needs it)")
-
-
-def test_treebank_sample_equals_nltk_when_present():
-    trees = _sample_or_skip()
-    expected = nltk.corpus.treebank.parsed_sents()
-    assert len(trees) == len(expected) == 3914
-    for ours, theirs in zip(trees[:200], expected[:200], strict=True):
-        assert str(ours) == str(Tree.fromstring(str(theirs)))
-    assert sum(len(t.leaves()) for t in trees) == len(nltk.corpus.treebank.words())
