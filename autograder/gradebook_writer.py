@@ -52,6 +52,8 @@ from sqlalchemy import (
 )
 from traitlets.config import Config
 
+from autograder import lock
+
 metadata = MetaData()
 results_table = Table(
     "autograder_results",
@@ -93,6 +95,7 @@ class Recorded:
     graded_at: str
 
 
+@lock.one_writer_at_a_time  # the grader's table created once (issue 32)
 def open_gradebook(db_url: str, course_id: str) -> Gradebook:
     """nbgrader's gradebook at ``db_url``, with the grader's table created if missing."""
     gb = Gradebook(db_url, course_id)
@@ -142,6 +145,7 @@ def _submission(gb: Gradebook, assignment: str, student: str) -> SubmittedAssign
     return submission
 
 
+@lock.one_writer_at_a_time  # a new student created once (issue 32)
 def record(
     gb: Gradebook,
     result: dict[str, Any],
