@@ -639,7 +639,9 @@ def grade_on_dask(
 
     summary = recorder.summary
     bar = _progress(len(subs), progress)
-    source = dask.scatter(assignment.source, broadcast=False)
+    # one future (a dict given alone is scattered value by value, under keys such as "cells" that
+    # another grader's would share), on every worker: a lost worker takes no only copy (issue 32)
+    [source] = dask.scatter([assignment.source], broadcast=True)
     futures = {}
     for sub in subs:
         try:
