@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import inspect
 import os
 import socket
 import threading
@@ -108,10 +109,13 @@ def assignment_lock(db_url: str, assignment: str) -> Iterator[None]:
 def one_run_per_assignment(function: Callable[P, R]) -> Callable[P, R]:
     """Decorate ``grade_assignment(course, assignment_name, ...)``: the run holds the assignment."""
 
+    first_two = list(inspect.signature(function).parameters)[:2]
+
     @functools.wraps(function)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        course, assignment = args[0], args[1]
-        db_url = str(course.db_url)  # type: ignore[attr-defined]
+        given = inspect.signature(function).bind_partial(*args, **kwargs).arguments
+        course, assignment = (given[name] for name in first_two)
+        db_url = str(course.db_url)
         postgres.check_gradebook(db_url)
         with assignment_lock(db_url, str(assignment)):
             return function(*args, **kwargs)
@@ -173,9 +177,12 @@ def one_writer_at_a_time(function: Callable[P, R]) -> Callable[P, R]:
     """Decorate a function whose first argument is a gradebook URL, a course or a ``Gradebook``:
     it runs while no other process writes that gradebook."""
 
+    first = list(inspect.signature(function).parameters)[0]
+
     @functools.wraps(function)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        with writer_lock(_url_of(args[0])):
+        given = inspect.signature(function).bind_partial(*args, **kwargs).arguments
+        with writer_lock(_url_of(given[first])):
             return function(*args, **kwargs)
 
     return run
