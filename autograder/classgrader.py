@@ -639,9 +639,9 @@ def grade_on_dask(
 
     summary = recorder.summary
     bar = _progress(len(subs), progress)
-    # one future (a dict given alone is scattered value by value, under keys such as "cells" that
-    # another grader's would share), on every worker: a lost worker takes no only copy (issue 32)
-    [source] = dask.scatter([assignment.source], broadcast=True)
+    # sent with each task, not scattered: scattered data lives on one worker, and a worker lost
+    # mid-run took it with it, leaving every submission "not graded" (issue 32)
+    source = assignment.source
     futures = {}
     for sub in subs:
         try:
