@@ -15,7 +15,6 @@ trusts the students' code: it runs with the instructor's rights (see the README)
 import os
 import sys
 
-import nbgrader
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
@@ -80,13 +79,6 @@ c.TimeLimitedExecute.timeout = 60
 c.TimeLimitedExecute.notebook_timeout = 180
 c.TimeLimitedExecute.max_cell_bytes = 200_000
 c.TimeLimitedExecute.max_notebook_bytes = 2_000_000
-
-# Formgrader's pages load MathJax from the course's Jupyter server, not a CDN (issue 32; see
-# jupyter_server_config.py): formgrader_templates/formgrade/ comes before nbgrader's own templates.
-c.HTMLExporter.extra_template_basedirs = [
-    os.path.join(here, "formgrader_templates"),
-    os.path.join(nbgrader.__path__[0], "server_extensions", "formgrader", "templates"),
-]
 
 # Feedback: the visible part of each test cell and the check's message, nothing else.
 c.GenerateFeedback.preprocessors = [

@@ -101,7 +101,7 @@ def make_course(root: Path, assignment: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     # as grading.copy_configuration (only those there are: this branch has no autograder/templates
     # yet), with the Jupyter server's configuration for formgrader
-    for name in (*grading.COURSE_FILES, "jupyter_server_config.py", "formgrader_templates"):
+    for name in (*grading.COURSE_FILES, "jupyter_server_config.py", "jupyter"):
         path = grading.CONFIG_DIR / name
         if path.is_dir():
             shutil.copytree(path, folder / name)
