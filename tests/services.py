@@ -14,6 +14,7 @@ import glob
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,13 @@ def grade_command(root: Path, assignment: str, db_url: str, *more: str) -> list[
         PYTHON, "-m", "autograder", "grade", assignment, "--course", str(root / "autograder"),
         "--db-url", db_url, "--quiet", *more,
     ]  # fmt: skip
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def environment() -> dict[str, str]:

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,12 +29,6 @@ import services  # noqa: E402
 pytestmark = pytest.mark.slow  # starts a cluster of processes, grades with the real sandbox
 ASSIGNMENT = "01-ngrams"
 DASK = str(Path(sys.executable).parent / "dask")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(command: list[str], log: Path) -> subprocess.Popen:
@@ -74,7 +67,7 @@ def test_a_cluster_of_processes_grades_a_class_despite_a_killed_worker(tmp_path)
     points = {m["grade_id"]: float(m["points"]) for m in cells if m.get("grade")}
     first = next(iter(points))  # the part "one-part" solves
 
-    port = free_port()
+    port = services.free_port()
     address = f"tcp://127.0.0.1:{port}"
     logs = tmp_path / "logs"
     logs.mkdir()
