@@ -18,6 +18,7 @@ setup() {
     "$PY" -m nlpcourse.data  # fetches the Brown corpus once into ~/.cache/nlpcourse (or $NLPCOURSE_DATA)
     browser
     sandbox
+    database
 }
 
 # A Debian package that a part of the project needs, installed with apt-get where it can be (as
@@ -53,6 +54,17 @@ sandbox() {
 browser() {
     if [ ! -x /usr/bin/chromium ]; then
         apt_install chromium "for the browser test" "tests/test_browser.py will be skipped"
+    fi
+}
+
+# A gradebook in PostgreSQL (README, "A gradebook in PostgreSQL"): Debian's postgresql. The tests
+# start a throw-away server of their own (tests/services.py: initdb in a temporary folder, a Unix
+# socket, stopped at the end) and are skipped, with the reason, without it. Installing the package
+# also starts Debian's own server where systemd runs; the tests do not use it.
+database() {
+    if ! command -v initdb >/dev/null && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+        apt_install postgresql "for the tests of a PostgreSQL gradebook" \
+            "tests/test_postgres.py will be skipped"
     fi
 }
 

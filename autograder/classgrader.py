@@ -64,6 +64,7 @@ from typing import Any
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
+from autograder import lock, postgres
 from autograder.results import (
     DEFAULT_LIMITS,
     REVIEWED,
@@ -180,6 +181,7 @@ class Assignment:
         ]
 
 
+@lock.one_writer_at_a_time  # a new gradebook, course or assignment is created once (issue 32)
 def prepare_assignment(course: Course, name: str) -> Assignment:
     """Read the assignment's source notebook and record the assignment in the gradebook as
     ``nbgrader generate_assignment`` does, without writing to the release folder."""
@@ -656,7 +658,9 @@ def grade_on_dask(
 
     summary = recorder.summary
     bar = _progress(len(subs), progress)
-    source = dask.scatter(assignment.source, broadcast=False)
+    # sent with each task, not scattered: scattered data lives on one worker, and a worker lost
+    # mid-run took it with it, leaving every submission "not graded" (issue 32)
+    source = assignment.source
     futures = {}
     for sub in subs:
         try:
@@ -698,6 +702,7 @@ def grade_on_dask(
     bar.close()
 
 
+@lock.one_run_per_assignment  # a second run on the assignment stops, naming this one (issue 32)
 def grade_assignment(
     course: Course,
     assignment_name: str,
@@ -875,7 +880,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             csv_path=csv_path,
             progress=not args.quiet,
         )
-    except CourseError as error:
+    except (CourseError, lock.Busy, postgres.GradebookError) as error:
         parser.exit(2, f"{parser.prog}: {error}\n")
     except KeyboardInterrupt:
         print("\nstopped: every result recorded so far is in the gradebook; run again to go on")

@@ -52,6 +52,8 @@ from sqlalchemy import (
 )
 from traitlets.config import Config
 
+from autograder import lock
+
 metadata = MetaData()
 results_table = Table(
     "autograder_results",
@@ -93,6 +95,7 @@ class Recorded:
     graded_at: str
 
 
+@lock.one_writer_at_a_time  # the grader's table created once (issue 32)
 def open_gradebook(db_url: str, course_id: str) -> Gradebook:
     """nbgrader's gradebook at ``db_url``, with the grader's table created if missing."""
     gb = Gradebook(db_url, course_id)
@@ -142,6 +145,7 @@ def _submission(gb: Gradebook, assignment: str, student: str) -> SubmittedAssign
     return submission
 
 
+@lock.one_writer_at_a_time  # a new student created once (issue 32)
 def record(
     gb: Gradebook,
     result: dict[str, Any],
@@ -162,6 +166,9 @@ def record(
     assignment, student = result["assignment"], result["student"]
     try:
         submission = _submission(gb, assignment, student)
+        before = _checksum(gb, assignment, student)
+        unchanged = before == result["checksum"]  # regraded, same file: the review stands (#32)
+        stopped = {p["grade_id"] for p in result["parts"] if p.get("status") in STOPPED}
         if timestamp:
             submission.timestamp = timestamp_utc(timestamp)
         nb = next(n for n in submission.notebooks if n.name == notebook_id)
@@ -176,10 +183,15 @@ def record(
                 grade.auto_score = None
             else:  # a test cell the result does not mention: not passed
                 grade.auto_score = 0.0
-            grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-        for comment in nb.comments:
-            comment.auto_comment = "No response." if comment.name in unanswered else None
-        nb.flagged = bool(result["needs_review"])
+            reviewed = unchanged and grade.manual_score is not None
+            needs = grade.manual_score is not None or grade.auto_score is None
+            grade.needs_manual_grade = not reviewed and (needs or grade.name in stopped)
+        if before and not unchanged and any(g.manual_score is not None for g in nb.grades):
+            result["reasons"] = [*result["reasons"], CHANGED]
+        why = "Needs review: " + "; ".join(result["reasons"]) if result["needs_review"] else None
+        for comment in nb.comments:  # formgrader shows auto_comment in each comment box (#32)
+            comment.auto_comment = "No response." if comment.name in unanswered else why
+        nb.flagged = nb.flagged if unchanged else bool(result["needs_review"])
         gb.db.flush()
         nb.late_submission_penalty = _late_penalty(config, student, nb, submission)
 
@@ -210,6 +222,20 @@ def record(
     except BaseException:
         gb.db.rollback()
         raise
+
+
+# Parts stopped by a limit need a manual grade (issue 32): the student's answer may be right.
+STOPPED = ("timed_out", "limit")
+CHANGED = "the file changed since it was reviewed: graded anew; the manual grades kept, to review"
+
+
+def _checksum(gb: Gradebook, assignment: str, student: str) -> str | None:
+    """The checksum of the file last recorded for the student, if any."""
+    return gb.db.execute(
+        select(results_table.c.checksum).where(
+            results_table.c.assignment == assignment, results_table.c.student == student
+        )
+    ).scalar()
 
 
 def timestamp_utc(text: str) -> datetime:

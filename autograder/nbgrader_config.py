@@ -41,7 +41,11 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "autograder/submitted"
 c.CourseDirectory.autograded_directory = "autograder/autograded"
 c.CourseDirectory.feedback_directory = "autograder/feedback"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
+# The gradebook: SQLite beside this file, or the URL in $NLPCOURSE_DB_URL (e.g. PostgreSQL, see the
+# README), which the grader, nbgrader and formgrader then all use.
+c.CourseDirectory.db_url = os.environ.get("NLPCOURSE_DB_URL") or "sqlite:///" + os.path.join(
+    here, "gradebook.db"
+)
 c.CourseDirectory.course_id = "nlpcourse"
 
 # Students may leave scratch cells; only the graded cells count.

@@ -1,0 +1,144 @@
+"""Real services for the instructor's tests (issue 32): a throw-away PostgreSQL server, a course of
+a few students graded by the command an instructor runs.
+
+:func:`postgres_server` starts Debian's PostgreSQL (``bash .ci/tasks.sh setup`` installs it) in a
+temporary folder: ``initdb`` as an unprivileged user (``nobody`` when the tests run as root, as in
+CI: the server refuses to run as root), listening on a Unix socket in that folder only (no TCP
+port), stopped and removed at the end. A test that needs it is skipped, with the reason, where it
+cannot be started.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "autograder"))
+import grading  # noqa: E402
+
+PYTHON = sys.executable
+
+
+def postgres_bin(program: str) -> str | None:
+    """A PostgreSQL program: on PATH, else in Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which(program)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{program}"))
+    return candidates[-1] if candidates else None
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server of its own with an empty database ``gradebook``; yields its URL
+    (``postgresql+psycopg2://postgres@/gradebook?host=<socket folder>``)."""
+    initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL is not installed (bash .ci/tasks.sh setup installs postgresql)")
+    try:
+        import psycopg2  # noqa: F401
+    except ImportError:
+        pytest.skip("the driver psycopg2 is not installed (pip install -r requirements.txt)")
+    top = Path(tempfile.mkdtemp(prefix="nlpcourse-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL will not run as root
+        nobody = pwd.getpwnam("nobody")
+        os.chown(top, nobody.pw_uid, nobody.pw_gid)
+        setpriv = shutil.which("setpriv")
+        if not setpriv:
+            shutil.rmtree(top)
+            pytest.skip("running as root without setpriv (util-linux) to start PostgreSQL")
+        as_user = [setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}"]
+        as_user += ["--clear-groups", "--"]
+    data, log = top / "data", top / "server.log"
+    options = f"-k {top} -c listen_addresses='' -c fsync=off -c max_connections=60"
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    try:
+        made = subprocess.run(
+            [*as_user, initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync"],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        if made.returncode != 0:
+            pytest.skip(f"initdb failed: {made.stderr.strip()[-500:]}")
+        started = subprocess.run(
+            [*as_user, pg_ctl, "-D", str(data), "-l", str(log), "-w", "-o", options, "start"],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        if started.returncode != 0:
+            why = log.read_text(errors="replace")[-500:] if log.exists() else started.stderr
+            pytest.skip(f"the PostgreSQL server did not start: {why.strip()}")
+        try:
+            createdb = postgres_bin("createdb") or "createdb"
+            subprocess.run(
+                [createdb, "-h", str(top), "-U", "postgres", "gradebook"], check=True, env=env
+            )
+            yield f"postgresql+psycopg2://postgres@/gradebook?host={top}"
+        finally:
+            subprocess.run(
+                [*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],
+                capture_output=True, env=env,
+            )  # fmt: skip
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def make_course(root: Path, assignment: str) -> Path:
+    """A course at ``root``: the repository's nbgrader configuration and
+    ``solutions/<assignment>``; returns its ``autograder/`` folder."""
+    folder = root / "autograder"
+    folder.mkdir(parents=True, exist_ok=True)
+    # as grading.copy_configuration (only those there are: this branch has no autograder/templates
+    # yet), with the Jupyter server's configuration for formgrader
+    for name in (*grading.COURSE_FILES, "jupyter_server_config.py", "jupyter"):
+        path = grading.CONFIG_DIR / name
+        if path.is_dir():
+            shutil.copytree(path, folder / name)
+        elif path.is_file():
+            shutil.copy(path, folder / name)
+    shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
+    return root / "autograder"
+
+
+def hand_in(root: Path, assignment: str, students: dict[str, object]) -> None:
+    """Write each student's notebook where nbgrader's ``submitted`` folder has it."""
+    import nbformat
+
+    name = grading.notebook_path(REPO / "solutions", assignment).name
+    for student, nb in students.items():
+        folder = root / "autograder" / "submitted" / student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / name)
+
+
+def grade_command(root: Path, assignment: str, db_url: str, *more: str) -> list[str]:
+    """The instructor's command, for the course at ``root``."""
+    return [
+        PYTHON, "-m", "autograder", "grade", assignment, "--course", str(root / "autograder"),
+        "--db-url", db_url, "--quiet", *more,
+    ]  # fmt: skip
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def environment() -> dict[str, str]:
+    """The grader's environment: this venv's scripts first, one thread per library."""
+    bin_dir = str(Path(PYTHON).parent)
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
