@@ -57,11 +57,11 @@ ROW_HINT = (
 )
 LOG_HINT = (
     "the tables hold log probabilities: multiply probabilities by adding logs, and sum them "
-    "with a logsumexp, e.g. np.logaddexp.reduce(x, axis=0)"
+    "with a log-sum-exp, eq. (hmm-logsumexp), never by adding the logs themselves"
 )
 INF_HINT = (
-    "-inf means probability 0; a logsumexp over entries that are all -inf must give -inf, not nan "
-    "(np.logaddexp.reduce does; a max-shift needs care, since -inf - (-inf) is nan)"
+    "-inf means probability 0; a log-sum-exp over entries that are all -inf must give -inf, not "
+    "nan: with the max-shift of eq. (hmm-logsumexp), a max of -inf gives -inf - (-inf) = nan"
 )
 UNDERFLOW_HINT = (
     "P(words) of a sentence this long is far below the smallest positive float (about 1e-308), so "
@@ -210,7 +210,7 @@ def _addk_mistakes(sentences: list, tags: list, words: list, k: float) -> list[M
     all_occurrences = _log((trans + k) / (trans.sum(axis=1, keepdims=True) + ends[:, None] + k * N))
     return [
         Mistake(
-            "you returned probabilities: return their logs (np.log)",
+            "you returned probabilities: the tables hold log probabilities, so return their logs",
             tuple(np.exp(table) for table in value),
         ),
         Mistake(

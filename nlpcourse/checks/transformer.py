@@ -92,8 +92,8 @@ def _attention_mistakes(q, k, v, mask=None) -> list[Mistake]:
                 _attention_variants(q, k, v, mask, invert=True),
             ),
             Mistake(
-                "masked scores set to 0 still get weight exp(0) = 1 before normalising: set them "
-                "to -inf (or torch.finfo(dtype).min) so that their weight is 0",
+                "masked scores set to 0 still get weight exp(0) = 1 before normalising: a masked "
+                "key must get weight 0 in the softmax of eq. (tf-softmax)",
                 _attention_variants(q, k, v, mask, fill=0.0),
             ),
         ]
