@@ -32,6 +32,7 @@ import inspect
 import os
 import socket
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -191,6 +192,17 @@ def one_writer_at_a_time(function: Callable[P, R]) -> Callable[P, R]:
 # ------------------------------------------------------------------------------ SQLite: flock
 
 
+def _holder(fd: int, tries: int = 50, pause_s: float = 0.02) -> str:
+    """Who holds the lock file ``fd``: its text. The holder writes it just after taking the lock,
+    so an empty file is read again for up to ``tries * pause_s`` seconds."""
+    for _ in range(tries):
+        text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+        if text:
+            return text
+        time.sleep(pause_s)
+    return ""
+
+
 @contextmanager
 def _file_lock(database: Path, name: str, holder: str, *, wait: bool) -> Iterator[None]:
     """``flock`` on ``<database>.<name>.lock``; the file says who holds it."""
@@ -201,7 +213,7 @@ def _file_lock(database: Path, name: str, holder: str, *, wait: bool) -> Iterato
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            other = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another run"
+            other = _holder(fd) or "another run"
             raise Busy(
                 f"{name.removeprefix('grading-')} of {database} is being graded by {other}: "
                 "wait for it to finish (or stop it), then run again"
