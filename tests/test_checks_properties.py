@@ -12,6 +12,8 @@ The corpora of right and wrong answers written as students would are in the test
 
 import inspect
 import pickle
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -58,15 +60,16 @@ def _runs(module, name: str, hidden: bool, monkeypatch) -> list[dict]:
     return runs
 
 
-def _kinds_shown(run: dict) -> set[str]:
-    """The mistakes whose answer differs from the right one on at least one case."""
-    shown = set()
+def _wrong_answers(run: dict) -> Iterator[tuple[Any, Any, Any, list]]:
+    """``(right, answer, mistake, mistakes)`` for each case of ``run`` (in order) and each of its
+    mistakes whose plain answer differs from the right one there."""
     if run["mistakes"] is None:
-        return shown
+        return
     for case in run["cases"]:
         args = pickle.loads(pickle.dumps(case.args))
         right = core.to_plain(core.unwrap(run["reference"](*args)))
-        for mistake in run["mistakes"](*args):
+        mistakes = list(run["mistakes"](*args))
+        for mistake in mistakes:
             if mistake.answer is None:
                 continue
             try:
@@ -74,8 +77,12 @@ def _kinds_shown(run: dict) -> set[str]:
             except core.NotPlainAnswer:
                 continue
             if not run["same"](right, answer):
-                shown.add(mistake.what)
-    return shown
+                yield right, answer, mistake, mistakes
+
+
+def _kinds_shown(run: dict) -> set[str]:
+    """The mistakes whose answer differs from the right one on at least one case."""
+    return {mistake.what for _, _, mistake, _ in _wrong_answers(run)}
 
 
 def test_every_check_of_every_part_is_here():
@@ -104,20 +111,10 @@ def _first_names(run: dict) -> dict[str, list[str]]:
     """For each mistake, the name a student who makes it everywhere is given: on the first case
     where its answer is wrong, the first mistake whose answer that is (what run_check names)."""
     names: dict[str, list[str]] = {}
-    for case in run["cases"]:
-        args = pickle.loads(pickle.dumps(case.args))
-        right = core.to_plain(core.unwrap(run["reference"](*args)))
-        mistakes = list(run["mistakes"](*args))
-        for mistake in mistakes:
-            if mistake.what in names or mistake.answer is None:
-                continue
-            try:
-                answer = core.to_plain(mistake.answer)
-            except core.NotPlainAnswer:
-                continue
-            if not run["same"](right, answer):
-                named = core.name_mistakes(right, answer, mistakes, run["same"])
-                names[mistake.what] = [m.what for m in named]
+    for right, answer, mistake, mistakes in _wrong_answers(run):
+        if mistake.what not in names:
+            named = core.name_mistakes(right, answer, mistakes, run["same"])
+            names[mistake.what] = [m.what for m in named]
     return names
 
 
