@@ -100,6 +100,7 @@ class Recorder:
         self.command = command
         self.config = dict(config)
         self.curve: list[dict[str, Any]] = []
+        self.commit = git_commit()  # the code that runs, read before any later commit
         self._start = time.perf_counter()
 
     def log(self, step: int, **values: Any) -> None:
@@ -113,7 +114,7 @@ class Recorder:
             "name": self.name,
             "command": self.command,
             "config": _plain(self.config),
-            "commit": git_commit(),
+            "commit": self.commit,
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "machine": machine(),
             "minutes": round((time.perf_counter() - self._start) / 60, 2),

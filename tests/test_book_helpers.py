@@ -40,3 +40,15 @@ def test_load_record_says_what_is_missing(tmp_path):
 def test_record_names_are_plain_file_names():
     with pytest.raises(ValueError, match="plain file name"):
         Recorder("../escape", command="", config={})
+
+
+def test_a_record_names_the_commit_its_run_started_at(tmp_path, monkeypatch):
+    # a long run's code is the code at its start: a commit made while it trains (the next
+    # change, say) must not be written into its record
+    import nlpcourse.records as records
+
+    monkeypatch.setattr(records, "git_commit", lambda: "a" * 40)
+    rec = Recorder("started", command="python -m x train", config={})
+    monkeypatch.setattr(records, "git_commit", lambda: "b" * 40)
+    rec.finish(path=tmp_path / "started.json")
+    assert load_record("started", directory=tmp_path)["commit"] == "a" * 40
