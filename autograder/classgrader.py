@@ -829,6 +829,13 @@ def write_csv(course: Course, assignment: Assignment, path: Path) -> None:
 # ------------------------------------------------------------------------------ the command
 
 
+def add_course_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of every command of the course: the assignment, its course, its gradebook."""
+    p.add_argument("assignment", help="e.g. 01-ngrams")
+    p.add_argument("--course", type=Path, default=HERE, help="folder of nbgrader_config.py")
+    p.add_argument("--db-url", help="gradebook URL (default: nbgrader_config.py's db_url)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m autograder",
@@ -836,10 +843,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("grade", help="grade every submission of an assignment")
-    p.add_argument("assignment", help="e.g. 01-ngrams")
-    p.add_argument("--course", type=Path, default=HERE, help="folder of nbgrader_config.py")
+    add_course_arguments(p)
     p.add_argument("--root", type=Path, help="course root (default: from nbgrader_config.py)")
-    p.add_argument("--db-url", help="gradebook URL (default: nbgrader_config.py's db_url)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://host:8786")
     where.add_argument("--workers", type=int, help="local worker processes (default: CPU cores)")
