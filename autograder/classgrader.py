@@ -658,26 +658,32 @@ def grade_on_dask(
 
     summary = recorder.summary
     bar = _progress(len(subs), progress)
-    # sent with each task, not scattered: scattered data lives on one worker, and a worker lost
-    # mid-run took it with it, leaving every submission "not graded" (issue 32)
+    # every file is sent with its task, not scattered: scattered data lives on the workers there
+    # when it was sent, and a worker lost mid-run (or while a file was sent to it) took it with it,
+    # leaving submissions "not graded" (issue 32). The scheduler keeps each task, file included,
+    # until it is done. Dask warns of a task graph over 10 MB: files up to the limit are expected.
+    from dask import config as dask_config
+
+    max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
+    expected = {"distributed.admin.large-graph-warning-threshold": f"{max_mb + 1}MiB"}
     source = assignment.source
     futures = {}
     for sub in subs:
         try:
-            data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
-            future = dask.submit(
-                grade_task,
-                data,
-                sub.name,
-                source,
-                assignment.name,
-                sub.student,
-                limits,
-                assignment.notebook,
-                grade_function,
-                key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
-                pure=False,
-            )
+            with dask_config.set(expected):
+                future = dask.submit(
+                    grade_task,
+                    sub.data,
+                    sub.name,
+                    source,
+                    assignment.name,
+                    sub.student,
+                    limits,
+                    assignment.notebook,
+                    grade_function,
+                    key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
+                    pure=False,
+                )
         except Exception as error:  # the file could not be sent: the others go on
             summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
             bar.update(1)
