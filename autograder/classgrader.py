@@ -530,7 +530,7 @@ class Summary:
     phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of each step
     coordinator_seconds: float = 0.0  # wall-clock spent recording results (autograded + gradebook)
     feedback_problems: str = ""
-    outputs: dict[str, Path] = field(default_factory=dict)  # where each output went, by name
+    outputs: dict[str, Path | str] = field(default_factory=dict)  # where each output went, by name
 
     def counts(self) -> Counter:
         return Counter(r["status"] for r in self.results.values())
@@ -766,7 +766,7 @@ def grade_assignment(
         phases.done("feedback")
         feedback_dir = course.folder(course.coursedir.feedback_directory, "*", assignment.name)
         summary.outputs["feedback"] = feedback_dir / f"{assignment.notebook_id}.html"
-    summary.outputs["gradebook"] = Path(course.db_url)
+    summary.outputs["gradebook"] = course.db_url  # a URL: Path would fold its "//"
     if csv_path is not None:
         write_csv(course, assignment, csv_path)
         summary.outputs["CSV"] = csv_path
