@@ -530,7 +530,7 @@ class Summary:
     phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of each step
     coordinator_seconds: float = 0.0  # wall-clock spent recording results (autograded + gradebook)
     feedback_problems: str = ""
-    outputs: dict[str, Path] = field(default_factory=dict)  # where each output went, by name
+    outputs: dict[str, Path | str] = field(default_factory=dict)  # where each output went, by name
 
     def counts(self) -> Counter:
         return Counter(r["status"] for r in self.results.values())
@@ -658,26 +658,32 @@ def grade_on_dask(
 
     summary = recorder.summary
     bar = _progress(len(subs), progress)
-    # sent with each task, not scattered: scattered data lives on one worker, and a worker lost
-    # mid-run took it with it, leaving every submission "not graded" (issue 32)
+    # every file is sent with its task, not scattered: scattered data lives on the workers there
+    # when it was sent, and a worker lost mid-run (or while a file was sent to it) took it with it,
+    # leaving submissions "not graded" (issue 32). The scheduler keeps each task, file included,
+    # until it is done. Dask warns of a task graph over 10 MB: files up to the limit are expected.
+    from dask import config as dask_config
+
+    max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
+    expected = {"distributed.admin.large-graph-warning-threshold": f"{max_mb + 1}MiB"}
     source = assignment.source
     futures = {}
     for sub in subs:
         try:
-            data = dask.scatter(sub.data) if len(sub.data) > 2**20 else sub.data
-            future = dask.submit(
-                grade_task,
-                data,
-                sub.name,
-                source,
-                assignment.name,
-                sub.student,
-                limits,
-                assignment.notebook,
-                grade_function,
-                key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
-                pure=False,
-            )
+            with dask_config.set(expected):
+                future = dask.submit(
+                    grade_task,
+                    sub.data,
+                    sub.name,
+                    source,
+                    assignment.name,
+                    sub.student,
+                    limits,
+                    assignment.notebook,
+                    grade_function,
+                    key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
+                    pure=False,
+                )
         except Exception as error:  # the file could not be sent: the others go on
             summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
             bar.update(1)
@@ -760,7 +766,7 @@ def grade_assignment(
         phases.done("feedback")
         feedback_dir = course.folder(course.coursedir.feedback_directory, "*", assignment.name)
         summary.outputs["feedback"] = feedback_dir / f"{assignment.notebook_id}.html"
-    summary.outputs["gradebook"] = Path(course.db_url)
+    summary.outputs["gradebook"] = course.db_url  # a URL: Path would fold its "//"
     if csv_path is not None:
         write_csv(course, assignment, csv_path)
         summary.outputs["CSV"] = csv_path
@@ -829,6 +835,13 @@ def write_csv(course: Course, assignment: Assignment, path: Path) -> None:
 # ------------------------------------------------------------------------------ the command
 
 
+def add_course_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of every command of the course: the assignment, its course, its gradebook."""
+    p.add_argument("assignment", help="e.g. 01-ngrams")
+    p.add_argument("--course", type=Path, default=HERE, help="folder of nbgrader_config.py")
+    p.add_argument("--db-url", help="gradebook URL (default: nbgrader_config.py's db_url)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m autograder",
@@ -836,10 +849,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("grade", help="grade every submission of an assignment")
-    p.add_argument("assignment", help="e.g. 01-ngrams")
-    p.add_argument("--course", type=Path, default=HERE, help="folder of nbgrader_config.py")
+    add_course_arguments(p)
     p.add_argument("--root", type=Path, help="course root (default: from nbgrader_config.py)")
-    p.add_argument("--db-url", help="gradebook URL (default: nbgrader_config.py's db_url)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://host:8786")
     where.add_argument("--workers", type=int, help="local worker processes (default: CPU cores)")

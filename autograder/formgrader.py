@@ -72,7 +72,7 @@ def _student(submission: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     from autograder import postgres
-    from autograder.classgrader import HERE, CourseError, load_course
+    from autograder.classgrader import CourseError, add_course_arguments, load_course
 
     parser = argparse.ArgumentParser(
         prog="python -m autograder.formgrader",
@@ -80,9 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("csv", help="one row per student, manual grades included")
-    p.add_argument("assignment", help="e.g. 01-ngrams")
-    p.add_argument("--course", type=Path, default=HERE, help="folder of nbgrader_config.py")
-    p.add_argument("--db-url", help="gradebook URL (default: nbgrader_config.py's db_url)")
+    add_course_arguments(p)
     p.add_argument("--to", type=Path, help="CSV path (default: <course>/grades-<assignment>.csv)")
     args = parser.parse_args(argv)
     try:

@@ -53,7 +53,8 @@ def run_nbgrader(*args: str, root: Path | None = None) -> subprocess.CompletedPr
     return result
 
 
-COURSE_FILES = ("nbgrader_config.py", "course_nbgrader.py", "templates")  # a course's configuration
+# a course's configuration (postgres.py: nbgrader_config.py names a missing PostgreSQL driver)
+COURSE_FILES = ("nbgrader_config.py", "course_nbgrader.py", "postgres.py", "templates")
 
 
 def copy_configuration(folder: Path) -> None:

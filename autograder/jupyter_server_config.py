@@ -15,7 +15,12 @@ file configures the server:
   this course hands notebooks in through ``autograder/submitted/``, not through nbgrader's exchange,
   and they polled an exchange folder that does not exist, logging "Unwritable directory" each time.
   Formgrader's own exchange (its Release and Collect buttons) gets a folder of the course,
-  ``autograder/exchange/``, so it warns of no missing directory.
+  ``autograder/exchange/``, so it warns of no missing directory;
+* the login cookie is set for the whole server (path ``/``): nbgrader's pages give it the path of
+  their ``base_url`` without its final "/", an empty path, which a browser takes as the folder of
+  the page opened. A link such as ``/formgrader/gradebook/02-hmm/hmm?token=...`` then logged in
+  that folder only, formgrader's calls to ``/formgrader/api/...`` went without the cookie, were
+  sent to the login page, and the page stayed at "Loading, please wait...".
 """
 
 import os
@@ -37,5 +42,6 @@ c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.assignment_list": False,
     "nbgrader.server_extensions.course_list": False,
 }
+c.IdentityProvider.cookie_options = {"path": "/"}
 c.Exchange.root = os.path.join(here, "exchange")
 os.makedirs(c.Exchange.root, exist_ok=True)

@@ -47,6 +47,17 @@ c.CourseDirectory.db_url = os.environ.get("NLPCOURSE_DB_URL") or "sqlite:///" + 
     here, "gradebook.db"
 )
 c.CourseDirectory.course_id = "nlpcourse"
+# A PostgreSQL gradebook whose driver is missing: one line naming the package to install, from
+# nbgrader's commands and formgrader alike (nbgrader itself ends in "NbGraderException: Please see
+# the above traceback for details", with no traceback). Only the driver is checked here: nbgrader
+# loads this file again at each of formgrader's requests.
+if not c.CourseDirectory.db_url.startswith("sqlite"):
+    import postgres  # lives beside this file
+
+    try:
+        postgres.import_driver(c.CourseDirectory.db_url)
+    except postgres.GradebookError as error:
+        sys.exit(f"nbgrader_config.py: {error}")
 
 # Students may leave scratch cells; only the graded cells count.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

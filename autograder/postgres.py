@@ -5,7 +5,8 @@ postgresql`` (a Unix socket) or ``postgresql+psycopg2://grader:secret@db.example
 When something is wrong it says little: a missing driver ends in "Please see the above traceback
 for details" with no traceback, and a database that does not exist in advice to run ``nbgrader db
 upgrade``. :func:`check_gradebook` connects first and says which driver to install, which database
-does not exist, or which server does not answer.
+does not exist, or which server does not answer; :func:`import_driver`, which
+``nbgrader_config.py`` calls, gives nbgrader's own commands and formgrader the first of these.
 """
 
 from __future__ import annotations
@@ -33,6 +34,24 @@ def check_gradebook(db_url: str) -> None:
     _connect(db_url).close()
 
 
+def import_driver(db_url: str) -> Any:
+    """The DB-API module of the URL's driver, or :class:`GradebookError` naming the package to
+    install. ``nbgrader_config.py`` calls it so that nbgrader's own commands and formgrader say
+    so too."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url)
+    try:
+        return url.get_dialect().import_dbapi()
+    except ImportError as error:
+        driver = url.get_driver_name()
+        pinned = " (pinned in requirements.txt)" if driver in DRIVER else ""
+        raise GradebookError(
+            f"the gradebook {url.render_as_string()} needs the PostgreSQL driver {driver!r}, which "
+            f"is not installed ({error}): pip install {DRIVER.get(driver, driver)}{pinned}"
+        ) from None
+
+
 def where(db_url: str) -> str:
     """The server and database of a URL in words, password left out."""
     from sqlalchemy.engine import make_url
@@ -53,16 +72,7 @@ def _connect(db_url: str, application_name: str = "") -> Any:
     from sqlalchemy.pool import NullPool
 
     url = make_url(db_url)
-    try:
-        dialect = url.get_dialect()
-        dbapi = dialect.import_dbapi()
-    except ImportError as error:
-        driver = url.get_driver_name()
-        pinned = " (pinned in requirements.txt)" if driver in DRIVER else ""
-        raise GradebookError(
-            f"the gradebook {url.render_as_string()} needs the PostgreSQL driver {driver!r}, which "
-            f"is not installed ({error}): pip install {DRIVER.get(driver, driver)}{pinned}"
-        ) from None
+    dbapi = import_driver(db_url)
     args = {"application_name": application_name[:63]} if application_name else {}
     engine = create_engine(url, poolclass=NullPool, connect_args=args)
     try:

@@ -2,10 +2,11 @@
 
 ``dask scheduler`` and two ``dask worker --nthreads 1`` processes (the repository on
 ``PYTHONPATH``), all on 127.0.0.1; ``python -m autograder grade --scheduler`` grades a class of
-four whose notebooks each take a few seconds; one worker (its nanny and its worker process) is
-killed with SIGKILL while it grades. Every submission is still graded, every grade recorded
-exactly once (counted in the gradebook with SQL), and each student's score is what the source
-notebook's points say it should be.
+four whose notebooks each take a few seconds, three of them files over 1 MB (which the
+grader once scattered to one worker, lost with it); one worker (its nanny and its
+worker process) is killed with SIGKILL while it grades. Every submission is still graded, every
+grade recorded exactly once (counted in the gradebook with SQL), and each student's score is what
+the source notebook's points say it should be.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,6 +63,9 @@ def test_a_cluster_of_processes_grades_a_class_despite_a_killed_worker(tmp_path)
     samples = services.grading.sample_submissions(ASSIGNMENT)
     kinds = ["full", "full", "one-part", "blank"]
     class_ = {f"s{i}-{kind}": slow(copy.deepcopy(samples[kind]), 4) for i, kind in enumerate(kinds)}
+    for i, nb in enumerate(class_.values()):  # files over 1 MB
+        if i < 3:
+            nb.cells.append(nbformat.v4.new_markdown_cell("x" * (3 * 2**19)))
     services.hand_in(tmp_path, ASSIGNMENT, class_)
     path = services.grading.notebook_path(services.REPO / "solutions", ASSIGNMENT)
     cells = [c["metadata"].get("nbgrader", {}) for c in json.loads(path.read_text())["cells"]]

@@ -11,6 +11,9 @@ that page:
   and the notebook's formulas typeset by the MathJax the server serves from the course's
   environment;
 * the reason for review is shown in the comment boxes, where formgrader shows automatic comments;
+* opened as an instructor opens it (the token in the link only), a deep link to an assignment's
+  notebook (``/formgrader/gradebook/<assignment>/<notebook>?token=...``) lists its submissions;
+* "?" shows the keyboard shortcuts, Tab and Shift-Tab move between the score and comment fields;
 * a comment typed and saved with Escape is in the gradebook and still there after a reload;
 * Control-Shift-F flags and unflags the submission (read back from the gradebook);
 * the Manage Assignments page links to the assignment's folder, and the server's root serves it.
@@ -109,10 +112,8 @@ def test_formgrader_offline_keeps_comments_and_flags(tmp_path):
 
 
 def check_the_pages(chromium, base: str, submission_id: str, root: Path) -> None:
-    context = chromium.new_context(  # formgrader's API calls carry the token too
-        viewport={"width": 1280, "height": 900},
-        extra_http_headers={"Authorization": f"token {TOKEN}"},
-    )
+    # as an instructor's browser: the token only in the first link opened, then the login cookie
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(240_000)  # formgrader converts the notebook at each visit
     problems: list[str] = []
@@ -127,6 +128,15 @@ def check_the_pages(chromium, base: str, submission_id: str, root: Path) -> None
     page.route("**/*", route)
     page.on("pageerror", lambda e: problems.append(f"JavaScript error: {e}"))
 
+    # a deep link to the assignment's notebook lists its submissions (it used to stay at "Loading,
+    # please wait...": the login cookie was set for that page's folder only, so the page's calls to
+    # /formgrader/api/ were sent to the login page)
+    page.goto(f"{base}/formgrader/gradebook/{ASSIGNMENT}/ngrams?token={TOKEN}")
+    page.wait_for_function("window.models && models.loaded", timeout=120_000)
+    rows = page.locator("#main-table tr")
+    assert rows.count() == 2, page.locator("#main-table").inner_text()
+    assert "Loading" not in page.locator("#main-table").inner_text()
+
     url = f"{base}/formgrader/submissions/{submission_id}/?token={TOKEN}"
     page.goto(url)
     ready = "window.formgrader && formgrader.loaded && MathJax.loaded"
@@ -137,6 +147,27 @@ def check_the_pages(chromium, base: str, submission_id: str, root: Path) -> None
     box = page.locator("textarea.comment[placeholder^='Needs review:']").first
     placeholder = box.get_attribute("placeholder") or ""
     assert "ngrams-Copy1.ipynb" in placeholder, placeholder
+
+    # "?" opens the list of keyboard shortcuts
+    page.locator(".help").click()
+    help_dialog = page.locator("#help-dialog")
+    help_dialog.wait_for(state="visible")
+    assert "Keyboard shortcuts" in help_dialog.inner_text()
+    assert "control-shift-f" in help_dialog.inner_text()
+    help_dialog.locator("button.btn-primary").click()
+    help_dialog.wait_for(state="detached")
+
+    # Tab and Shift-Tab move between the score and comment fields, in the page's order
+    fields = page.locator(".tabbable")
+    assert fields.count() >= 3
+    fields.first.focus()
+    focused = "$('.tabbable').index(document.activeElement)"
+    moves = []
+    for key in ("Tab", "Tab", "Shift+Tab"):
+        page.keyboard.press(key)
+        moves.append(page.evaluate(focused))
+    assert moves == [1, 2, 1]
+    page.keyboard.press("Escape")
 
     # a comment saved with Escape survives a reload
     box_id = box.get_attribute("id")

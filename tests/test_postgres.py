@@ -167,3 +167,26 @@ def test_the_driver_names_its_package():
     """The package of a missing driver, and the pinned one is the one requirements.txt names."""
     pinned = (services.REPO / "requirements.txt").read_text().splitlines()
     assert postgres.DRIVER["psycopg2"] in pinned
+
+
+def test_nbgrader_names_a_missing_driver(tmp_path):
+    """nbgrader's own commands, with a PostgreSQL ``db_url`` and no psycopg2 importable (a package
+    of that name that fails to import stands in for it), say in one line what to install, through
+    ``nbgrader_config.py``. No server is needed: the driver is looked for before connecting."""
+    course = services.make_course(tmp_path, ASSIGNMENT)
+    fake = tmp_path / "no_driver" / "psycopg2"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no psycopg2 in this test')\n")
+    env = services.environment()
+    env["PYTHONPATH"] = str(fake.parent)
+    env["NLPCOURSE_DB_URL"] = f"postgresql+psycopg2://postgres@/gradebook?host={tmp_path}"
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    for command in (["export"], ["db", "student", "list"]):
+        run = subprocess.run(
+            [nbgrader, *command], cwd=course, env=env, capture_output=True, text=True, timeout=300
+        )
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.returncode != 0, (command, run.stdout, run.stderr)
+        assert len(lines) == 1, (command, run.stderr)
+        assert "needs the PostgreSQL driver 'psycopg2'" in lines[0], lines
+        assert f"pip install {postgres.DRIVER['psycopg2']}" in lines[0], lines
