@@ -305,10 +305,10 @@ class _WordIds(dict):
 # ------------------------------------------------------------- scoring a corpus: compiled loops
 #
 # Scoring a corpus is a few loops over its tokens, compiled by numba (``cache=True``: the machine
-# code is kept in __pycache__, so only the first call on a machine pays for the compiling, about
-# 3 s, once per model order). Each loop is what the numpy version of it would do, without the
-# temporary arrays and the rounds of a vectorised probe; their readable twins are
-# ``_Table.find_one`` and ``ArpaLM.log10_prob`` (plain Python, one n-gram at a time), and the
+# code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
+# 1 s of CPU in all, part of it once per model order). Each loop is what the numpy version of it
+# would do, without the temporary arrays and the rounds of a vectorised probe; their readable twins
+# are # ``_Table.find_one`` and ``ArpaLM.log10_prob`` (plain Python, one n-gram at a time), and the
 # tests check that they agree.
 
 _FIBONACCI_U64 = np.uint64(_FIBONACCI)
