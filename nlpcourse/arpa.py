@@ -308,7 +308,7 @@ class _WordIds(dict):
 # code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
 # 1 s of CPU in all, part of it once per model order). Each loop is what the numpy version of it
 # would do, without the temporary arrays and the rounds of a vectorised probe; their readable twins
-# are # ``_Table.find_one`` and ``ArpaLM.log10_prob`` (plain Python, one n-gram at a time), and the
+# are ``_Table.find_one`` and ``ArpaLM.log10_prob`` (plain Python, one n-gram at a time), and the
 # tests check that they agree.
 
 _FIBONACCI_U64 = np.uint64(_FIBONACCI)
