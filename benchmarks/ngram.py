@@ -120,22 +120,33 @@ if sys.argv[1] == "kenlm":
     before = rss()
     model = kenlm.Model(sys.argv[2])
 else:
+    import tempfile
     from nlpcourse.arpa import read_arpa
+    start = rss()
+    with tempfile.TemporaryDirectory() as tmp:  # a one-word model first: numba's runtime starts
+        open(f"{tmp}/a.arpa", "w").write(TINY)
+        read_arpa(f"{tmp}/a.arpa").log10_probs([["a"]])
     before = rss()
     model = read_arpa(sys.argv[2])
+    print(before - start)  # numba's runtime
 print(rss() - before)
 """
+TINY = "\\data\\\nngram 1=3\n\n\\1-grams:\n-99\t<s>\n-0.3\ta\n-0.3\t</s>\n\n\\end\\\n"
 
 
-def loaded_rss(which: str, path: str) -> float:
+def loaded_rss(which: str, path: str) -> list[float]:
     """Resident memory (MB) that loading ``path`` adds, in a fresh process: VmRSS after the load
-    minus VmRSS after the imports."""
+    minus VmRSS after the imports (for ours, and after a one-word model has started numba's
+    runtime: LLVM and the compiled loops, a fixed cost per process, printed apart)."""
     import subprocess
 
     out = subprocess.run(
-        [sys.executable, "-c", RSS_CHILD, which, path], capture_output=True, text=True, check=True
+        [sys.executable, "-c", f"TINY = {TINY!r}\n" + RSS_CHILD, which, path],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    return float(out.stdout.split()[-1])
+    return [float(x) for x in out.stdout.split()[-2:]]  # (numba's runtime, for ours,) the model
 
 
 def kenlm_score(model, sentences: list[str]) -> list[float]:
@@ -185,7 +196,8 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             _, t_model = cpu_timed(lm.token_probs, test, repeat=REPEAT)
             stream, offset = ours._stream(test)  # the ids, with <s> and </s>
             _, t_ids = cpu_timed(ours._log10_stream, stream, offset, repeat=REPEAT)
-            rss_ken, rss_ours = loaded_rss("kenlm", path), loaded_rss("ours", path)
+            rss_ken = loaded_rss("kenlm", path)[-1]
+            runtime, rss_ours = loaded_rss("ours", path)
         print(
             f"order {n} (|V| = {len(lm.vocab):,}, {lm.nbytes / 1e6:.0f} MB fitted, written in "
             f"{write:.1f} s, test perplexity {10 ** -logs.mean():.1f}; ArpaLM's arrays "
@@ -207,7 +219,8 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             f"  ratios, ours over KenLM score(): from text {t_score / t_text:.2f}x, "
             f"from token lists {t_score / t_ours:.2f}x, "
             f"NGramLM {t_score / t_model:.2f}x; load {load_ours / load_ken:.1f}x KenLM's time; "
-            f"memory {rss_ours / rss_ken:.2f}x KenLM's"
+            f"memory {rss_ours / rss_ken:.2f}x KenLM's (numba's runtime: {runtime:.0f} MB more "
+            "per process)"
         )
 
 

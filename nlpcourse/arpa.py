@@ -38,8 +38,8 @@ the (m-1)-grams * (|V|+1) + u1`` (a reversed trie in arrays: any order fits 64 b
 vocabulary), with KenLM's layout and load (:class:`_Table`: linear probing, 1.5 slots per n-gram,
 each slot a key and its log10 numbers in single precision). :meth:`ArpaLM.log10_prob` applies eq.
 (ngram-backoff) as it reads, one n-gram at a time; :meth:`ArpaLM.log10_probs` scores a whole
-corpus with the same recursion, one vectorised hash look-up per order for all its positions at
-once (tested equal to the first). :meth:`ArpaLM.log10_probs_text` scores text (one sentence per
+corpus with the same recursion, one pass over all its positions per order in a loop compiled by
+numba (tested equal to the first). :meth:`ArpaLM.log10_probs_text` scores text (one sentence per
 line) the same way, hashing the words from their bytes instead of one Python string per word.
 """
 
@@ -53,6 +53,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -128,8 +129,8 @@ class _Table:
     :data:`PROBE` free slots. A key's slot is its *row*: the caller keeps each n-gram's numbers in
     arrays indexed by slot. With ``room`` homes per key (1.5: two thirds taken), a search that
     finds its key takes about two steps on average and one that does not about five (Knuth); the
-    keys placed first (the likeliest) sit at home. The rounds of :meth:`find` take one step for all
-    the keys still searching, so the work is a few numpy passes, not a Python loop per key.
+    keys placed first (the likeliest) sit at home. :meth:`find` searches many keys in one
+    compiled loop.
     :meth:`__init__` leaves where each key went in ``slots``.
     """
 
@@ -183,24 +184,9 @@ class _Table:
         return ((product >> np.uint64(32)) * np.uint64(self.homes) >> np.uint64(32)).view(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The slot of each key, -1 for a key that is not in the table: one gather and compare
-        for every key at its home slot, then a round per further step for the keys still
-        searching (``np.take`` gathers as ``self.keys[slot]`` would)."""
-        slot = self.home(keys)  # (Q,)
-        here = np.take(self.keys, slot)
-        missed = here != keys
-        todo = np.flatnonzero(missed & (here != _EMPTY))  # (R,) the keys still searching
-        out = slot  # (Q,) the answer where the key is at home, -1 for now elsewhere
-        slot, keys = slot[todo], keys[todo]  # (R,) their slots and keys
-        out[missed] = -1
-        while len(todo):
-            slot += 1
-            here = np.take(self.keys, slot)
-            hit = here == keys
-            out[todo[hit]] = slot[hit]
-            go = ~hit & (here != _EMPTY)
-            todo, slot, keys = todo[go], slot[go], keys[go]
-        return out
+        """The slot of each of ``keys`` (Q,), -1 for a key that is not in the table: the walk of
+        :meth:`find_one` for every key, in a compiled loop (:func:`_find_all`)."""
+        return _find_all(self.keys, self.homes, np.asarray(keys, dtype=np.int64))
 
     def find_one(self, key: int) -> int:
         """:meth:`find` for one key, as it reads: walk from the home slot to the key or a gap."""
@@ -316,6 +302,87 @@ class _WordIds(dict):
         return self.unk
 
 
+# ------------------------------------------------------------- scoring a corpus: compiled loops
+#
+# Scoring a corpus is a few loops over its tokens, compiled by numba (``cache=True``: the machine
+# code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
+# 1 s of CPU in all, part of it once per model order). Each loop is what the numpy version of it
+# would do, without the temporary arrays and the rounds of a vectorised probe; their readable twins
+# are ``_Table.find_one`` and ``ArpaLM.log10_prob`` (plain Python, one n-gram at a time), and the
+# tests check that they agree.
+
+_FIBONACCI_U64 = np.uint64(_FIBONACCI)
+_SHIFT = np.uint64(32)
+
+
+@numba.njit(cache=True)
+def _probe(keys: np.ndarray, homes: int, key: int) -> int:
+    """:meth:`_Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
+    product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
+    slot = np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
+    while keys[slot] != _EMPTY:
+        if keys[slot] == key:
+            return int(slot)
+        slot += 1
+    return -1
+
+
+@numba.njit(cache=True)
+def _find_all(keys: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray:
+    """:meth:`_Table.find`: the slot of each of ``queries`` (-1 where absent), one probe after
+    the other (they do not depend on each other, so the processor overlaps their memory reads)."""
+    out = np.empty(len(queries), dtype=np.int64)
+    for i in range(len(queries)):
+        out[i] = _probe(keys, homes, queries[i])
+    return out
+
+
+@numba.njit(cache=True)
+def _backoff_stream(
+    stream: np.ndarray,
+    offset: np.ndarray,
+    base: int,
+    keys: tuple[np.ndarray, ...],
+    homes: np.ndarray,
+    log10_p: tuple[np.ndarray, ...],
+    log10_b: tuple[np.ndarray, ...],
+) -> np.ndarray:
+    """log10 P of every token of ``stream`` after the words before it in its sentence
+    (:meth:`ArpaLM._log10_stream` gives the arguments; index m of ``keys``, ``homes``,
+    ``log10_p``, ``log10_b`` is order m).
+
+    One pass over the tokens per order m. Before it, ``rows[p]`` is the row of the (m-1)-gram
+    ending at p (-1 if it is not listed) and ``logp[p]`` the log10 probability of the token at p
+    under the file cut at order m-1. Going up one order is eq. (ngram-backoff) itself: the token
+    backs off to order m-1 with the weight of its context (the (m-1)-gram ending at p-1, when it
+    is listed), unless the m-gram ending at p is listed, and then its probability is read. That
+    m-gram is looked up only where it can be listed: within the sentence (``<s>`` at most its
+    first word) and after a listed suffix (the file lists the suffix of every n-gram it lists).
+    An id -1 (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram.
+    The look-ups of one pass do not depend on each other, so the processor overlaps their
+    memory reads. The entry at ``<s>`` (offset 0) is not a prediction; the caller drops it."""
+    order, M = len(log10_p) - 1, len(stream)
+    logp = np.empty(M)  # (M,)
+    rows = stream.copy()  # (M,) order 1: a unigram's row is its word id
+    for p in range(M):
+        logp[p] = log10_p[1][rows[p]]  # (id -1, unknown: the last entry, -inf)
+    for m in range(2, order + 1):
+        above = np.full(M, -1, dtype=np.int64)  # (M,) the row of the m-gram ending at p
+        for p in range(1, M):
+            if offset[p] < m - 1:  # the m-gram would start before <s>
+                continue
+            if rows[p - 1] >= 0:  # back off with the weight of the listed context ...
+                logp[p] += log10_b[m - 1][rows[p - 1]]
+            first = stream[p - m + 1]
+            if rows[p] >= 0 and first >= 0:  # ... unless the m-gram is listed
+                row = _probe(keys[m], homes[m], rows[p] * base + first)
+                if row >= 0:
+                    above[p] = row
+                    logp[p] = log10_p[m][row]
+        rows = above
+    return logp
+
+
 # ---------------------------------------------------------------------------------- the model
 
 VALUE = np.float32  # log10 numbers as KenLM holds them: 24 bits, about 7 significant digits
@@ -359,7 +426,6 @@ class ArpaLM:
         self.tables_: dict[int, _Table] = {}
         self.log10_p_: dict[int, np.ndarray] = {}
         self.log10_b_: dict[int, np.ndarray] = {}
-        self._prefixes_listed: dict[int, bool] = {}  # has every m-gram's (m-1)-prefix a row
         for m, (ids, logp, logb) in enumerate(levels, start=1):
             if m == 1:
                 if not (ids[:, 0] == np.arange(len(vocab))).all():
@@ -383,7 +449,6 @@ class ArpaLM:
                     raise ValueError(f"the ARPA file lists some {m}-gram twice") from None
                 rows, size = self.tables_[m].slots, len(self.tables_[m].keys)
                 del self.tables_[m].slots  # only needed here
-                self._prefixes_listed[m] = bool((self._rows(ids[:, :-1]) >= 0).all())
             self.log10_p_[m] = np.full(size + 1, -np.inf, dtype=VALUE)  # the last entry: row -1
             self.log10_p_[m][rows] = logp
             if m < order:  # the top order's weights are never used
@@ -449,41 +514,20 @@ class ArpaLM:
     # ---------------------------------------------------------------- a whole corpus at once
 
     def _log10_stream(self, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
-        """log10 P(stream[p] | the words before p in its sentence) at every position p, by eq.
-        (ngram-backoff), every position at once and one order at a time. ``stream`` is the corpus
-        as ids, each sentence as ``<s> w1 ... wk </s>``, and ``offset`` each token's position in
-        its sentence (:meth:`_assemble`).
-
-        ``row[p]`` is the row of the m-gram ending at p (-1 if it is not listed) and ``logp[p]``
-        the log10 probability of the token at p under the file cut at order m. Going up one
-        order is eq. (ngram-backoff) itself: the token backs off to order m-1 with the weight of
-        its context (the (m-1)-gram ending at p-1), unless the m-gram ending at p is listed, and
-        then its probability is read. An m-gram is looked up only where it can be listed: it lies
-        within the sentence (``<s>`` at most its first word), its suffix (the (m-1)-gram ending at
-        p) is listed, and so is its prefix (ending at p-1) when the file lists every prefix.
-        """
-        M = len(stream)
-        logp = np.empty(M + 1)  # (M+1,) the last entry takes the weight after the last token
-        logp[:M] = np.take(self.log10_p_[1], stream)  # order 1 (id -1, unknown: -inf)
-        found = np.flatnonzero(stream >= 0)  # (F,) positions whose (m-1)-gram is listed ...
-        rows = stream[found]  # (F,) ... and its row
-        for m in range(2, self.order + 1):
-            # back off: the token after a listed (m-1)-gram gets that context's weight ...
-            logp[found + 1] += np.take(self.log10_b_[m - 1], rows)
-            # ... unless the m-gram ending at it is listed, which it can be only within the
-            # sentence, after a listed suffix (a found position) and a listed prefix
-            can = np.take(offset, found) >= m - 1
-            if self._prefixes_listed[m] and m > 2:  # (at m = 2 a known word's prefix is listed)
-                listed_before = np.zeros(M + 1, dtype=bool)  # (M+1,) is the (m-1)-gram at p-1
-                listed_before[found + 1] = True
-                can &= np.take(listed_before, found)
-            live = found[can]  # (L,)
-            keys = rows[can] * self.base_ + np.take(stream, live - m + 1)  # (L,)
-            slot = self.tables_[m].find(keys)
-            hit = slot >= 0
-            found, rows = live[hit], slot[hit]
-            logp[found] = np.take(self.log10_p_[m], rows)
-        return logp[:M][offset > 0]  # the predicted tokens: all but the <s>
+        """log10 P(stream[p] | the words before p in its sentence) at every position p but the
+        ``<s>``, by eq. (ngram-backoff). ``stream`` is the corpus as ids, each sentence as
+        ``<s> w1 ... wk </s>``, and ``offset`` each token's position in its sentence
+        (:meth:`_assemble`). The work is :func:`_backoff_stream`, a compiled loop over the
+        tokens; here its arguments are gathered: per order m, indexed by m (an empty array where
+        an order has none), the tables' slots and homes and the log10 numbers."""
+        none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=VALUE)
+        orders = range(self.order + 1)
+        keys = tuple(self.tables_[m].keys if m >= 2 else none_i for m in orders)
+        homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
+        log10_p = tuple(self.log10_p_.get(m, none_f) for m in orders)
+        log10_b = tuple(self.log10_b_.get(m, none_f) for m in orders)
+        logp = _backoff_stream(stream, offset, self.base_, keys, homes, log10_p, log10_b)
+        return logp[offset > 0]  # the predicted tokens: all but the <s>
 
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``. The words are
