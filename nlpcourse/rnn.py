@@ -430,21 +430,29 @@ def gru_cell_textbook(
     return _gru_textbook_recurrence(F.linear(x_t, weight_ih, bias_ih), h_prev, weight_hh, bias_hh)
 
 
+def _gate_rows(H: int, blocks: tuple[int, ...], device: torch.device) -> Tensor:
+    """Row indices that take the (H, .) blocks of a (4H, .) gate weight in the order ``blocks``."""
+    return (
+        torch.tensor(blocks, device=device)[:, None] * H + torch.arange(H, device=device)
+    ).ravel()
+
+
 class _LSTMThroughTime(torch.autograd.Function):
     """The LSTM over a whole sequence, with backpropagation through time written by hand.
 
     The arithmetic of :func:`lstm_forward`, arranged for speed. The loop runs once per time step
     in Python, and at the book's sizes a tensor operation costs more in Python and dispatch than
-    in arithmetic, so each step does as few as it can. Forward: both biases are added to
-    ``W_ih x_t`` for all steps at once, so a step's pre-activations are one ``addmm``; one
-    sigmoid and one tanh cover all four blocks (each gate reads its own block); every result is
-    written into tensors that hold all steps, through views made before the loop, and the gates
-    and ``tanh(c_t)`` are kept for the backward pass. Backward: the local derivatives of all
-    steps at once, on contiguous blocks; then a walk from t = T down to 1 carrying ``dL/dh`` and
-    ``dL/dc``, five operations a step; then the weight gradients as single matmuls over all
-    steps, as in eq. (bptt-grads): ``dL/dW_hh = sum_t delta_t h_{t-1}^T``. Autograd on the
-    readable loop (``LSTM(..., hand_backward=False)``) records a node per operation per step and
-    accumulates the weight gradients step by step. The tests compare both with torch.nn.LSTM;
+    in arithmetic, so each step does as few as it can. The gates' rows are taken in the order
+    o, i, f, g (torch stores i, f, g, o), so that the three sigmoid gates are one block and the
+    tanh candidate another. Forward: ``W_ih x_t + b_ih + b_hh`` for all steps at once, then per
+    step one ``addmm_`` for ``W_hh h_{t-1}``, one sigmoid, one tanh and four operations for
+    ``c_t`` and ``h_t``, all written in place into tensors that hold every step (kept for the
+    backward pass). Backward: the local derivatives of all steps at once, on contiguous blocks;
+    then a walk from t = T down to 1 carrying ``dL/dh`` and ``dL/dc``, five operations a step;
+    then the weight gradients as single matmuls over all steps, as in eq. (bptt-grads):
+    ``dL/dW_hh = sum_t delta_t h_{t-1}^T``. Autograd on the readable loop
+    (``LSTM(..., hand_backward=False)``) records a node per operation per step and accumulates
+    the weight gradients step by step. The tests compare both with torch.nn.LSTM;
     ``benchmarks/rnn.py`` times them.
     """
 
@@ -452,39 +460,44 @@ class _LSTMThroughTime(torch.autograd.Function):
     def forward(ctx, x, h_0, c_0, weight_ih, weight_hh, bias_ih, bias_hh):
         T, B, D = x.shape
         H = h_0.shape[1]
-        # W_ih x_t + b_ih + b_hh for every step: one (T*B, D) x (D, 4H) matmul
-        wxb = torch.addmm(bias_ih + bias_hh, x.reshape(T * B, D), weight_ih.T).view(T, B, 4 * H)
+        oifg = _gate_rows(H, (3, 0, 1, 2), x.device)  # torch's rows i, f, g, o read as o, i, f, g
+        W_ih, W_hh = weight_ih.index_select(0, oifg), weight_hh.index_select(0, oifg)  # (4H, .)
+        # a_t = W_ih x_t + b_ih + b_hh for every step: one (T*B, D) x (D, 4H) matmul; the loop
+        # adds W_hh h_{t-1} and turns each a_t into its gates in place
+        bias = (bias_ih + bias_hh).index_select(0, oifg)  # (4H,)
+        gates = torch.addmm(bias, x.reshape(T * B, D), W_ih.T)
+        gates = gates.view(T, B, 4 * H)  # (T, B, 4H): o_t, i_t, f_t, g_t after the loop
         hs = x.new_empty(T + 1, B, H)  # h_0 .. h_T
         cs = x.new_empty(T + 1, B, H)  # c_0 .. c_T
-        sig = x.new_empty(T, B, 4 * H)  # sigma(a_t) of all four blocks; g's block unused
-        tanh_a = x.new_empty(T, B, 4 * H)  # tanh(a_t) of all four blocks; only g's used
         tanh_c = x.new_empty(T, B, H)  # tanh(c_t)
         hs[0], cs[0] = h_0, c_0
         # each step's slices, made once: unbind returns all T views in one call
-        i, f, o = (sig[..., k * H : (k + 1) * H].unbind(0) for k in (0, 1, 3))  # T of (B, H)
-        g = tanh_a[..., 2 * H : 3 * H].unbind(0)  # the candidates g_t, T of (B, H)
-        h, c, a_sig, a_tanh, tc = (t.unbind(0) for t in (hs, cs, sig, tanh_a, tanh_c))
-        W_hh_T = weight_hh.T  # (H, 4H)
-        for t, wxb_t in enumerate(wxb.unbind(0)):
-            a_t = torch.addmm(wxb_t, h[t], W_hh_T)  # (lstm-gates): pre-activations (B, 4H)
-            torch.sigmoid(a_t, out=a_sig[t])  # i_t, f_t, o_t
-            torch.tanh(a_t, out=a_tanh[t])  # g_t
-            torch.addcmul(f[t] * c[t], i[t], g[t], out=c[t + 1])  # (lstm-c)
+        a, sig, g = (
+            gates[..., k].unbind(0) for k in (slice(None), slice(3 * H), slice(3 * H, None))
+        )
+        o, i, f = (gates[..., k * H : (k + 1) * H].unbind(0) for k in range(3))  # T of (B, H)
+        h, c, tc = (t.unbind(0) for t in (hs, cs, tanh_c))
+        W_hh_T = W_hh.T  # (H, 4H)
+        for t in range(T):
+            a[t].addmm_(h[t], W_hh_T)  # (lstm-gates): pre-activations a_t (B, 4H)
+            sig[t].sigmoid_()  # o_t, i_t, f_t
+            g[t].tanh_()  # g_t
+            torch.mul(f[t], c[t], out=c[t + 1]).addcmul_(i[t], g[t])  # (lstm-c)
             torch.tanh(c[t + 1], out=tc[t])
             torch.mul(o[t], tc[t], out=h[t + 1])  # (lstm-h)
-        ctx.save_for_backward(x, hs, cs, sig, tanh_a, tanh_c, weight_ih, weight_hh)
+        ctx.save_for_backward(x, hs, cs, gates, tanh_c, W_ih, W_hh)
         return hs[1:], hs[T].clone(), cs[T].clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_output, d_h_n, d_c_n):
-        x, hs, cs, sig, tanh_a, tanh_c, weight_ih, weight_hh = ctx.saved_tensors
+        x, hs, cs, gates, tanh_c, W_ih, W_hh = ctx.saved_tensors
         T, B, D = x.shape
         H = hs.shape[2]
         # each gate as one contiguous (T, B, H) block: elementwise work on strided slices is
-        # many times slower (a short inner loop per row)
-        i, f, _, o = sig.view(T, B, 4, H).permute(2, 0, 1, 3).contiguous()  # (T, B, H) each
-        g = tanh_a.view(T, B, 4, H)[:, :, 2].contiguous()  # (T, B, H)
+        # many times slower (a short inner loop per row); the forward pass kept them in the order
+        # o, i, f, g, and W_hh's rows in the same order
+        o, i, f, g = gates.view(T, B, 4, H).permute(2, 0, 1, 3).contiguous()  # (T, B, H) each
         # local derivatives of every step, at once; sigma' = sigma (1 - sigma), tanh' = 1 - tanh^2
         dc_da = torch.stack(  # dc_t/da for the three gates that act through c_t: i, f, g
             [g * i * (1 - i), cs[:-1] * f * (1 - f), i * (1 - g**2)], dim=2
@@ -492,10 +505,10 @@ class _LSTMThroughTime(torch.autograd.Function):
         dh_dao = (tanh_c * o * (1 - o)).unbind(0)  # dh_t/da_o, T of (B, H)
         dh_dc = (o * (1 - tanh_c**2)).unbind(0)  # dh_t/dc_t, T of (B, H)
         forget = f.unbind(0)
-        d_a = x.new_empty(T, B, 4, H)  # dL/da_t for the four gates, filled from t = T down
+        d_a = x.new_empty(T, B, 4, H)  # dL/da_t for the gates o, i, f, g, filled from t = T down
         d_a_t = d_a.view(T, B, 4 * H).unbind(0)  # T of (B, 4H)
-        d_a_cell = d_a[:, :, :3].unbind(0)  # the gates i, f, g, T of (B, 3, H)
-        d_a_o = d_a[:, :, 3].unbind(0)  # the output gate, T of (B, H)
+        d_a_cell = d_a[:, :, 1:].unbind(0)  # the gates i, f, g, T of (B, 3, H)
+        d_a_o = d_a[:, :, 0].unbind(0)  # the output gate, T of (B, H)
         d_out = d_output.unbind(0)
         dc = x.new_empty(B, H)  # dL/dc_t, rewritten at each step
         dc_3 = dc.unsqueeze(1)  # the same numbers as (B, 1, H), for the three gates at once
@@ -506,12 +519,14 @@ class _LSTMThroughTime(torch.autograd.Function):
             torch.mul(dh, dh_dao[t], out=d_a_o[t])  # dL/da_o
             dc_next = dc * forget[t]  # dL/dc_{t-1} along the cell path: times the forget gate
             # dL/dh_{t-1}: through the gates of step t, plus from the output at t - 1
-            dh = torch.addmm(d_out[t - 1], d_a_t[t], weight_hh) if t else d_a_t[0] @ weight_hh
-        d_a = d_a.view(T * B, 4 * H)
-        d_weight_hh = d_a.T @ hs[:-1].reshape(T * B, H)  # sum_t delta_t h_{t-1}^T, (4H, H)
-        d_weight_ih = d_a.T @ x.reshape(T * B, D)  # sum_t delta_t x_t^T, (4H, D)
-        d_bias = d_a.sum(0)  # both biases get sum_t delta_t, (4H,)
-        d_x = (d_a @ weight_ih).view(T, B, D)  # (T, B, D)
+            dh = torch.addmm(d_out[t - 1], d_a_t[t], W_hh) if t else d_a_t[0] @ W_hh
+        d_a = d_a.view(T * B, 4 * H)  # dL/da_t, rows o, i, f, g
+        d_x = (d_a @ W_ih).view(T, B, D)  # (T, B, D)
+        # the weight gradients, then their rows back in torch's order i, f, g, o
+        ifgo = _gate_rows(H, (1, 2, 3, 0), x.device)
+        d_weight_hh = (d_a.T @ hs[:-1].reshape(T * B, H)).index_select(0, ifgo)  # (4H, H)
+        d_weight_ih = (d_a.T @ x.reshape(T * B, D)).index_select(0, ifgo)  # (4H, D)
+        d_bias = d_a.sum(0).index_select(0, ifgo)  # both biases get sum_t delta_t, (4H,)
         return d_x, dh, dc_next, d_weight_ih, d_weight_hh, d_bias, d_bias
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from nlpcourse.runs_cli import add_run_options, run_and_print
 from nlpcourse.seq2seq import Pron, Seq2Seq, Vocab, evaluate, g2p_pairs, g2p_vocabs, train
 from nlpcourse.training import Logger
 
@@ -219,13 +220,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train a recorded configuration and write its record")
     p.add_argument("--config", default="g2p", choices=sorted(CONFIGS))
-    p.add_argument("--steps", type=int, default=None, help="override the number of steps")
-    p.add_argument("--no-record", action="store_true", help="do not write the record")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    args = parser.parse_args(argv)
-    result = run_recorded(args.config, args.steps, record=not args.no_record, threads=args.threads)
-    for key, value in result["metrics"].items():
-        print(f"{key:20s} {value}")
+    add_run_options(p)
+    run_and_print(run_recorded, parser.parse_args(argv), width=20)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import torch
 
 from nlpcourse import seq2seq as s2s
 from nlpcourse.records import Recorder, load_record
+from nlpcourse.runs_cli import add_run_options, run_and_print
 from nlpcourse.seq2seq_runs import validation_sample
 from nlpcourse.training import Logger
 from nlpcourse.transformer import Seq2SeqTransformer, count_parameters
@@ -255,14 +256,8 @@ def first_losses(name: str, n_points: int = 1) -> tuple[list[float], list[float]
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m nlpcourse.transformer_runs")
     parser.add_argument("config", choices=sorted(CONFIGS))
-    parser.add_argument("--steps", type=int, default=None, help="override the number of steps")
-    parser.add_argument("--no-record", action="store_true", help="do not write the record")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    args = parser.parse_args(argv)
-    result = run_recorded(args.config, args.steps, record=not args.no_record, threads=args.threads)
-    for key, value in result["metrics"].items():
-        if key != "greedy_errors":
-            print(f"{key:32s} {value}")
+    add_run_options(parser)
+    run_and_print(run_recorded, parser.parse_args(argv), width=32, leave_out={"greedy_errors"})
 
 
 if __name__ == "__main__":
