@@ -53,7 +53,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-import numba
 import numpy as np
 import pandas as pd
 
@@ -185,8 +184,11 @@ class _Table:
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The slot of each of ``keys`` (Q,), -1 for a key that is not in the table: the walk of
-        :meth:`find_one` for every key, in a compiled loop (:func:`_find_all`)."""
-        return _find_all(self.keys, self.homes, np.asarray(keys, dtype=np.int64))
+        :meth:`find_one` for every key, in a compiled loop
+        (:func:`nlpcourse.arpa_fast.find_all`)."""
+        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
+
+        return arpa_fast.find_all(self.keys, self.homes, np.asarray(keys, dtype=np.int64))
 
     def find_one(self, key: int) -> int:
         """:meth:`find` for one key, as it reads: walk from the home slot to the key or a gap."""
@@ -300,87 +302,6 @@ class _WordIds(dict):
         if type(word) is not str:
             raise TypeError(f"the token {word!r} is not a string")
         return self.unk
-
-
-# ------------------------------------------------------------- scoring a corpus: compiled loops
-#
-# Scoring a corpus is a few loops over its tokens, compiled by numba (``cache=True``: the machine
-# code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
-# 1 s of CPU in all, part of it once per model order). Each loop is what the numpy version of it
-# would do, without the temporary arrays and the rounds of a vectorised probe; their readable twins
-# are ``_Table.find_one`` and ``ArpaLM.log10_prob`` (plain Python, one n-gram at a time), and the
-# tests check that they agree.
-
-_FIBONACCI_U64 = np.uint64(_FIBONACCI)
-_SHIFT = np.uint64(32)
-
-
-@numba.njit(cache=True)
-def _probe(keys: np.ndarray, homes: int, key: int) -> int:
-    """:meth:`_Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
-    product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
-    slot = np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
-    while keys[slot] != _EMPTY:
-        if keys[slot] == key:
-            return int(slot)
-        slot += 1
-    return -1
-
-
-@numba.njit(cache=True)
-def _find_all(keys: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray:
-    """:meth:`_Table.find`: the slot of each of ``queries`` (-1 where absent), one probe after
-    the other (they do not depend on each other, so the processor overlaps their memory reads)."""
-    out = np.empty(len(queries), dtype=np.int64)
-    for i in range(len(queries)):
-        out[i] = _probe(keys, homes, queries[i])
-    return out
-
-
-@numba.njit(cache=True)
-def _backoff_stream(
-    stream: np.ndarray,
-    offset: np.ndarray,
-    base: int,
-    keys: tuple[np.ndarray, ...],
-    homes: np.ndarray,
-    log10_p: tuple[np.ndarray, ...],
-    log10_b: tuple[np.ndarray, ...],
-) -> np.ndarray:
-    """log10 P of every token of ``stream`` after the words before it in its sentence
-    (:meth:`ArpaLM._log10_stream` gives the arguments; index m of ``keys``, ``homes``,
-    ``log10_p``, ``log10_b`` is order m).
-
-    One pass over the tokens per order m. Before it, ``rows[p]`` is the row of the (m-1)-gram
-    ending at p (-1 if it is not listed) and ``logp[p]`` the log10 probability of the token at p
-    under the file cut at order m-1. Going up one order is eq. (ngram-backoff) itself: the token
-    backs off to order m-1 with the weight of its context (the (m-1)-gram ending at p-1, when it
-    is listed), unless the m-gram ending at p is listed, and then its probability is read. That
-    m-gram is looked up only where it can be listed: within the sentence (``<s>`` at most its
-    first word) and after a listed suffix (the file lists the suffix of every n-gram it lists).
-    An id -1 (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram.
-    The look-ups of one pass do not depend on each other, so the processor overlaps their
-    memory reads. The entry at ``<s>`` (offset 0) is not a prediction; the caller drops it."""
-    order, M = len(log10_p) - 1, len(stream)
-    logp = np.empty(M)  # (M,)
-    rows = stream.copy()  # (M,) order 1: a unigram's row is its word id
-    for p in range(M):
-        logp[p] = log10_p[1][rows[p]]  # (id -1, unknown: the last entry, -inf)
-    for m in range(2, order + 1):
-        above = np.full(M, -1, dtype=np.int64)  # (M,) the row of the m-gram ending at p
-        for p in range(1, M):
-            if offset[p] < m - 1:  # the m-gram would start before <s>
-                continue
-            if rows[p - 1] >= 0:  # back off with the weight of the listed context ...
-                logp[p] += log10_b[m - 1][rows[p - 1]]
-            first = stream[p - m + 1]
-            if rows[p] >= 0 and first >= 0:  # ... unless the m-gram is listed
-                row = _probe(keys[m], homes[m], rows[p] * base + first)
-                if row >= 0:
-                    above[p] = row
-                    logp[p] = log10_p[m][row]
-        rows = above
-    return logp
 
 
 # ---------------------------------------------------------------------------------- the model
@@ -517,16 +438,19 @@ class ArpaLM:
         """log10 P(stream[p] | the words before p in its sentence) at every position p but the
         ``<s>``, by eq. (ngram-backoff). ``stream`` is the corpus as ids, each sentence as
         ``<s> w1 ... wk </s>``, and ``offset`` each token's position in its sentence
-        (:meth:`_assemble`). The work is :func:`_backoff_stream`, a compiled loop over the
-        tokens; here its arguments are gathered: per order m, indexed by m (an empty array where
-        an order has none), the tables' slots and homes and the log10 numbers."""
+        (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, a compiled
+        loop over the tokens; here its arguments are gathered: per order m, indexed by m (an
+        empty array where an order has none), the tables' slots and homes and the log10
+        numbers."""
         none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=VALUE)
         orders = range(self.order + 1)
         keys = tuple(self.tables_[m].keys if m >= 2 else none_i for m in orders)
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
         log10_p = tuple(self.log10_p_.get(m, none_f) for m in orders)
         log10_b = tuple(self.log10_b_.get(m, none_f) for m in orders)
-        logp = _backoff_stream(stream, offset, self.base_, keys, homes, log10_p, log10_b)
+        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
+
+        logp = arpa_fast.backoff_stream(stream, offset, self.base_, keys, homes, log10_p, log10_b)
         return logp[offset > 0]  # the predicted tokens: all but the <s>
 
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
