@@ -37,34 +37,26 @@ class Isolation:
 _isolation: list[Isolation] = []
 
 
-def _bwrap_works() -> bool:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
+def _starts_python(tool: str, *args: str) -> bool:
+    """Whether ``tool args... python -c pass`` runs on this machine (the tool found and allowed)."""
+    path = shutil.which(tool)
+    if path is None:
         return False
     try:
         done = subprocess.run(
-            [bwrap, *bwrap_args(None, None, Limits()), "--", sys.executable, "-c", "pass"],
-            capture_output=True,
-            timeout=60,
+            [path, *args, sys.executable, "-c", "pass"], capture_output=True, timeout=60
         )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
+
+
+def _bwrap_works() -> bool:
+    return _starts_python("bwrap", *bwrap_args(None, None, Limits()), "--")
 
 
 def _unshare_works() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return False
-    try:
-        done = subprocess.run(
-            [unshare, *unshare_args(), sys.executable, "-c", "pass"],
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+    return _starts_python("unshare", *unshare_args())
 
 
 def unshare_args() -> list[str]:
