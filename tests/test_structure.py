@@ -283,12 +283,17 @@ def make_chapter(repo: Path, number: str, name: str, topic: str, parts: int = MI
         readme.write(f"| `exercises/{number}-{name}/{name}.ipynb` | {int(number)}, {name} | x |\n")
 
 
+def empty_repo(root):
+    """A repository with the files a chapter adds entries to, and no chapter yet."""
+    (root / "book").mkdir()
+    (root / "benchmarks").mkdir()
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n")
+    (root / "benchmarks" / "README.md").write_text("# Benchmarks\n")
+    (root / "README.md").write_text("| exercise | chapter | what you write |\n|---|---|---|\n")
+
+
 def test_checklist_passes_a_complete_chapter_and_names_what_is_missing(tmp_path):
-    (tmp_path / "book").mkdir()
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n")
-    (tmp_path / "benchmarks" / "README.md").write_text("# Benchmarks\n")
-    (tmp_path / "README.md").write_text("| exercise | chapter | what you write |\n|---|---|---|\n")
+    empty_repo(tmp_path)
     make_chapter(tmp_path, "07", "tagging", "crf")
     assert missing_for("07-tagging", tmp_path) == []
     # take away the chapter's toc entry, the tests of its checks and its benchmark section
@@ -304,11 +309,7 @@ def test_checklist_passes_a_complete_chapter_and_names_what_is_missing(tmp_path)
 
 
 def test_checklist_starts_from_the_page_and_counts_the_parts(tmp_path):
-    (tmp_path / "book").mkdir()
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n")
-    (tmp_path / "benchmarks" / "README.md").write_text("# Benchmarks\n")
-    (tmp_path / "README.md").write_text("| exercise | chapter | what you write |\n|---|---|---|\n")
+    empty_repo(tmp_path)
     for matter in MATTER:
         (tmp_path / "book" / f"{matter}.md").write_text("")
     (tmp_path / "book" / "embeddings.md").write_text("")  # the first file of a new chapter
