@@ -274,6 +274,11 @@ class Timer:
         self.seconds = seconds
         self.fired = False
         signal.signal(signal.SIGALRM, self._fire)
+        # Python turns SIGINT into KeyboardInterrupt only if it was not ignored when the process
+        # started, and a grader started in the background (``command &`` in a script) hands its
+        # workers an ignored SIGINT: the interrupt would be lost and the cell killed, with what it
+        # defined. A Jupyter kernel, too, installs its own handler whatever it inherited.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def _fire(self, signum, frame) -> None:
         self.fired = True

@@ -15,6 +15,7 @@ import fractions
 import json
 import os
 import pickle
+import signal
 import sys
 import time
 from pathlib import Path
@@ -578,6 +579,21 @@ def test_an_interrupted_cell_keeps_what_it_defined_before_and_is_flagged():
     result = grade("01-ngrams", code, Limits(call_seconds=3.0, notebook_seconds=60.0))
     assert points(result) == max_points("01-ngrams"), result.parts
     assert result.status == "needs_review" and result.needs_review
+    assert any("'mle_prob' ran past its time limit" in r for r in result.reasons), result.reasons
+
+
+def test_the_interrupt_works_when_the_grader_was_started_with_sigint_ignored():
+    # a grader started in the background by a script (``python -m autograder grade ... &``)
+    # inherits an ignored SIGINT, and so did its workers: the top-level loop ignored the
+    # interrupt and was killed, mle_prob with it (0 points for a right answer)
+    code = grading.solution_code("01-ngrams")
+    code["mle_prob"] += "\nwhile True:\n    pass\n"
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what ``&`` in a script does
+    try:
+        result = grade("01-ngrams", code, Limits(call_seconds=3.0, notebook_seconds=60.0))
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert points(result) == max_points("01-ngrams"), (result.parts, result.reasons)
     assert any("'mle_prob' ran past its time limit" in r for r in result.reasons), result.reasons
 
 
