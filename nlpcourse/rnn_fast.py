@@ -19,9 +19,9 @@ doubled first, and ``tanh(a) = 2 sigma(2a) - 1``.
 
 Each compiled function loops over the batch rows and, within a row, runs one short loop per
 quantity: loops that read a few arrays and write one are what the compiler turns into vector
-instructions (one loop writing five arrays is not, and is three times slower). Compiled with
+instructions (one loop writing five arrays is not, and is about twice as slow). Compiled with
 ``cache=True``: the machine code is kept in ``__pycache__``, so only the first call on a machine
-pays for the compiling, a few seconds per dtype.
+pays for the compiling, a second or two per dtype.
 """
 
 from __future__ import annotations
