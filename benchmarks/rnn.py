@@ -3,9 +3,11 @@
 1. Forward + backward time of ``nlpcourse.rnn.LSTM`` (and ``GRU``, ``RNN``) against
    ``torch.nn.LSTM`` (``GRU``, ``RNN``) with the same weights, on random ``(T, B, D)`` inputs
    with ``H`` hidden units: the loss is the sum of the outputs, the backward pass reaches the
-   input and every parameter. "LSTM, autograd" is our LSTM with ``hand_backward=False``. Ours
-   and torch's are timed in alternation, several rounds; each time reported is the median, and
-   the ratio is ours / torch's (lower is better; 1 = as fast).
+   input and every parameter. "LSTM" is our LSTM's hand-written backward pass, which on the CPU
+   in float32 runs the compiled loops of ``nlpcourse.rnn_fast``; "LSTM, autograd" is our LSTM
+   with ``hand_backward=False``. Ours and torch's are timed in alternation, several rounds (after
+   one warm-up call each, which also compiles or loads the compiled loops); each time reported
+   is the median, and the ratio is ours / torch's (lower is better; 1 = as fast).
 2. Words per second of :func:`nlpcourse.lm.train_lm` (forward, backward, clipping, Adam) for a
    small language model on the Brown training split, vocabulary ``min_count=4``, for each cell,
    and for the LSTM model with ``torch.nn.LSTM`` swapped in as its recurrent layer.

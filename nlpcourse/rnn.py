@@ -52,7 +52,9 @@ width, ``V`` vocabulary size.
    or by default the same arithmetic with its backward pass written by hand
    (:class:`_LSTMThroughTime`), the same BPTT as the numpy RNN's: its line
    ``dc_next = dc * forget[t]`` is the "constant error carousel", the reason an LSTM's gradient can
-   survive many steps. The RNN and GRU layers leave the backward pass to autograd.
+   survive many steps. On the CPU, in float32 and float64, the layer runs the same two passes
+   with each step's elementwise work compiled (:mod:`nlpcourse.rnn_fast`, for speed only). The RNN
+   and GRU layers leave the backward pass to autograd.
 
 3. **Gradients through time** (:func:`hidden_state_jacobian_norms`, :func:`cell_state_jacobian`,
    :func:`forget_gate_product`): the norms of ``dh_T/dh_k`` that shrink or grow geometrically in a
@@ -454,6 +456,13 @@ class _LSTMThroughTime(torch.autograd.Function):
     (``LSTM(..., hand_backward=False)``) records a node per operation per step and accumulates
     the weight gradients step by step. The tests compare both with torch.nn.LSTM;
     ``benchmarks/rnn.py`` times them.
+
+    The layer runs this class for tensors that :mod:`nlpcourse.rnn_fast` does not take (a GPU,
+    half precision); for float32 and float64 on the CPU it runs
+    :class:`nlpcourse.rnn_fast.LSTMThroughTime`, the same two passes with each step's elementwise
+    work compiled by numba (three torch operations and two compiled calls a step forward instead
+    of seven operations, one matmul and one compiled call backward instead of five), which brings
+    it close to torch's fused kernel. :func:`_lstm_through_time` chooses.
     """
 
     @staticmethod
@@ -528,6 +537,21 @@ class _LSTMThroughTime(torch.autograd.Function):
         d_weight_ih = (d_a.T @ x.reshape(T * B, D)).index_select(0, ifgo)  # (4H, D)
         d_bias = d_a.sum(0).index_select(0, ifgo)  # both biases get sum_t delta_t, (4H,)
         return d_x, dh, dc_next, d_weight_ih, d_weight_hh, d_bias, d_bias
+
+
+def _lstm_through_time(*tensors: Tensor) -> type[torch.autograd.Function]:
+    """The LSTM's hand-written passes for these tensors (the arguments of
+    :class:`_LSTMThroughTime`): the compiled loops of :mod:`nlpcourse.rnn_fast` when all are on
+    the CPU in float32 or float64, one dtype, else :class:`_LSTMThroughTime`, torch operations
+    that run on any device and dtype. numba is imported only here, when a CPU LSTM first runs."""
+    dtype = tensors[0].dtype
+    if dtype in (torch.float32, torch.float64) and all(
+        t.device.type == "cpu" and t.dtype == dtype for t in tensors
+    ):
+        from nlpcourse import rnn_fast  # numba, imported only when an LSTM runs on the CPU
+
+        return rnn_fast.LSTMThroughTime
+    return _LSTMThroughTime
 
 
 class _RecurrentLayer(nn.Module):
@@ -649,7 +673,8 @@ def lstm_forward(
     biases (4H,), rows in torch's gate order i, f, g, o. Returns ``output`` (T, B, H), the states
     ``h_1 .. h_T``, and the last ``h_T`` and ``c_T`` (B, H). Autograd does the backward pass.
     :class:`LSTM` runs this loop (``hand_backward=False``) or the same arithmetic with the
-    backward pass written by hand (:class:`_LSTMThroughTime`); the tests check both against
+    backward pass written by hand (:class:`_LSTMThroughTime`, or its compiled twin on the CPU,
+    :class:`nlpcourse.rnn_fast.LSTMThroughTime`); the tests check all three against
     ``torch.nn.LSTM``.
     """
     T, B, D = x.shape
@@ -678,7 +703,8 @@ class LSTM(_RecurrentLayer):
     (4H, D), ``weight_hh_l0`` (4H, H), ``bias_ih_l0`` and ``bias_hh_l0`` (4H,), rows in torch's
     gate order i, f, g, o.
 
-    The backward pass is written by hand (:class:`_LSTMThroughTime`, first derivatives only);
+    The backward pass is written by hand (:class:`_LSTMThroughTime`, first derivatives only;
+    compiled on the CPU, :func:`_lstm_through_time`);
     ``hand_backward=False`` runs :func:`lstm_forward`, the same loop read top to bottom, and
     leaves the backward pass to autograd: the same numbers, slower, and differentiable twice.
     """
@@ -698,7 +724,8 @@ class LSTM(_RecurrentLayer):
         h_0, c_0 = self._initial_state(hx, x)  # (B, H) each
         weights = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
         if self.hand_backward:  # the same loop, with the backward pass written by hand
-            output, h_n, c_n = _LSTMThroughTime.apply(x, h_0, c_0, *weights)
+            through_time = _lstm_through_time(x, h_0, c_0, *weights)
+            output, h_n, c_n = through_time.apply(x, h_0, c_0, *weights)
         else:
             output, h_n, c_n = lstm_forward(x, h_0, c_0, *weights)
         return output, (h_n.unsqueeze(0), c_n.unsqueeze(0))  # (T, B, H), (1, B, H) each

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from nlpcourse import rnn
+from nlpcourse import rnn, rnn_fast
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
 from nlpcourse.testing import gru_step_np
 
@@ -171,6 +171,101 @@ def test_readable_lstm_forward_equals_torch_and_the_hand_written_path():
     # autograd through the readable loop can differentiate twice, the hand-written one cannot
     (g_x,) = torch.autograd.grad(output.sum(), x, create_graph=True)
     g_x.sum().backward()
+
+
+THROUGH_TIME = {  # the LSTM layer's two hand-written paths
+    "torch operations": rnn._LSTMThroughTime,  # any device and dtype; the book reads it
+    "compiled": rnn_fast.LSTMThroughTime,  # float32 and float64 on the CPU
+}
+
+
+@pytest.mark.parametrize("loss_kind", ["weighted", "sum of outputs"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [*SHAPES, (9, 3, 2, 16)])
+@pytest.mark.parametrize("path", THROUGH_TIME)
+def test_both_hand_written_lstm_paths_match_torch(path, shape, dtype, loss_kind):
+    """Each path called directly against torch.nn.LSTM with the same weights and state: outputs,
+    final states and every gradient. "sum of outputs" hands the backward pass an expanded
+    gradient (stride 0) and zero gradients for the final states."""
+    T, B, D, H = shape
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(D, H).to(dtype)
+    x = torch.randn(T, B, D, dtype=dtype)
+    h_0, c_0 = torch.randn(2, B, H, dtype=dtype)
+    tol = {"atol": 1e-5, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-12, "rtol": 0}
+    results = []
+    for ours in (True, False):
+        inputs = [t.clone().requires_grad_() for t in (x, h_0, c_0)]
+        weights = [p.detach().clone().requires_grad_() for p in ref.parameters()]
+        if ours:
+            output, h_n, c_n = THROUGH_TIME[path].apply(*inputs, *weights)
+        else:
+            ref_weights = dict(zip([n for n, _ in ref.named_parameters()], weights, strict=True))
+            output, (h_n, c_n) = torch.func.functional_call(
+                ref, ref_weights, (inputs[0], (inputs[1][None], inputs[2][None]))
+            )
+            h_n, c_n = h_n[0], c_n[0]
+        if loss_kind == "weighted":
+            g = torch.Generator().manual_seed(2)
+            loss = sum(
+                (t * torch.randn(t.shape, generator=g, dtype=dtype)).sum()
+                for t in (output, h_n, c_n)
+            )
+        else:
+            loss = output.sum()
+        grads = torch.autograd.grad(loss, [*inputs, *weights])
+        results.append((output, h_n, c_n, *grads))
+    names = [
+        "output",
+        "h_n",
+        "c_n",
+        "d x",
+        "d h_0",
+        "d c_0",
+        "d W_ih",
+        "d W_hh",
+        "d b_ih",
+        "d b_hh",
+    ]
+    for name, a, b in zip(names, *results, strict=True):
+        torch.testing.assert_close(a, b, **tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_lstm_layer_compiles_only_cpu_float32_and_float64():
+    """The layer's choice of path: compiled for CPU tensors in float32 or float64, all of one
+    dtype; torch operations otherwise (half precision, another device, mixed dtypes). A bfloat16
+    layer runs the torch operations and agrees with torch.nn.LSTM in bfloat16."""
+    layer = rnn.LSTM(3, 4)
+    weights = list(layer.parameters())
+    for dtype in (torch.float32, torch.float64):
+        args = [t.to(dtype) for t in (torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights)]
+        assert rnn._lstm_through_time(*args) is rnn_fast.LSTMThroughTime
+    for dtype in (torch.bfloat16, torch.float16):
+        args = [t.to(dtype) for t in (torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights)]
+        assert rnn._lstm_through_time(*args) is rnn._LSTMThroughTime
+    meta = [t.to("meta") for t in (torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights)]
+    assert rnn._lstm_through_time(*meta) is rnn._LSTMThroughTime
+    mixed = [torch.zeros(2, 1, 3, dtype=torch.float64), torch.zeros(1, 4), *weights]
+    assert rnn._lstm_through_time(*mixed) is rnn._LSTMThroughTime
+
+    ours, ref = pair("lstm", 3, 4, torch.bfloat16)
+    x = torch.randn(6, 2, 3, dtype=torch.bfloat16)
+    output, (h_n, c_n) = ours(x)
+    expected, (h_ref, c_ref) = ref(x)
+    for a, b in ((output, expected), (h_n, h_ref), (c_n, c_ref)):
+        assert a.dtype == torch.bfloat16
+        torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
+
+
+def test_lstm_layer_without_gradients():
+    """Under torch.no_grad and torch.inference_mode the layer returns what it returns with them."""
+    ours, ref = pair("lstm", 3, 5)
+    x = torch.randn(4, 2, 3)
+    expected = ref(x)[0]
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            output = ours(x)[0]
+        torch.testing.assert_close(output, expected)
 
 
 # ------------------------------------------------------------------------- GRU: torch vs textbook
