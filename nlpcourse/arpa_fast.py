@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
-from nlpcourse.arpa import _EMPTY, _FIBONACCI
+from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS
 
 # Scoring a corpus is a few loops over its tokens, compiled by numba (``cache=True``: the machine
 # code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
@@ -22,11 +26,50 @@ _FIBONACCI_U64 = np.uint64(_FIBONACCI)
 _SHIFT = np.uint64(32)
 
 
+AHEAD = 16  # positions ahead whose table slot is fetched before it is searched
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the processor to start bringing ``array[index]`` into its caches and go on at once
+    (LLVM's ``llvm.prefetch``: a hint, it reads nothing and cannot fault).
+
+    A search in a table that is not in the cache waits for memory, and when it ends in a
+    mispredicted branch (was the key found? after how many slots?) the processor throws away
+    the searches it had started after it: the waits add up. Asked for :data:`AHEAD` searches
+    earlier, the slot is in the cache when its search comes."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(
+            context, builder, array_type, data, [args[1]], wraparound=False
+        )
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        hint = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
+        function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0i8")
+        # read (0), keep in every cache level (3), data (1)
+        builder.call(
+            function,
+            [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)],
+        )
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
+@numba.njit(cache=True)
+def home(homes: int, key: int) -> np.int64:
+    """:meth:`nlpcourse.arpa._Table.home` of one key."""
+    product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
+    return np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
+
+
 @numba.njit(cache=True)
 def probe(keys: np.ndarray, homes: int, key: int) -> int:
     """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
-    product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
-    slot = np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
+    slot = home(homes, key)
     while keys[slot] != _EMPTY:
         if keys[slot] == key:
             return int(slot)
@@ -55,37 +98,136 @@ def backoff_stream(
     log10_p: tuple[np.ndarray, ...],
     log10_b: tuple[np.ndarray, ...],
 ) -> np.ndarray:
-    """log10 P of every token of ``stream`` after the words before it in its sentence
-    (:meth:`nlpcourse.arpa.ArpaLM._log10_stream` gives the arguments; index m of ``keys``,
-    ``homes``, ``log10_p``, ``log10_b`` is order m).
+    """log10 P of every token of ``stream`` after the words before it in its sentence, except
+    the ``<s>`` (offset 0), which are not predictions (:meth:`nlpcourse.arpa.ArpaLM._log10_stream`
+    gives the arguments; index m of ``keys``, ``homes``, ``log10_p``, ``log10_b`` is order m).
 
-    One pass over the tokens per order m. Before it, ``rows[p]`` is the row of the (m-1)-gram
-    ending at p (-1 if it is not listed) and ``logp[p]`` the log10 probability of the token at p
-    under the file cut at order m-1. Going up one order is eq. (ngram-backoff) itself: the token
-    backs off to order m-1 with the weight of its context (the (m-1)-gram ending at p-1, when it
-    is listed), unless the m-gram ending at p is listed, and then its probability is read. That
-    m-gram is looked up only where it can be listed: within the sentence (``<s>`` at most its
-    first word) and after a listed suffix (the file lists the suffix of every n-gram it lists).
-    An id -1 (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram.
-    The look-ups of one pass do not depend on each other, so the processor overlaps their
-    memory reads. The entry at ``<s>`` (offset 0) is not a prediction; the caller drops it."""
+    One pass per order m over the positions p where an (m-1)-gram is listed: ``at`` (A,) holds
+    them, in order, and ``rows`` (A,) the row of that (m-1)-gram; ``logp[p]`` is the log10
+    probability of the token at p under the file cut at order m-1. Going up one order is eq.
+    (ngram-backoff) itself: the token at p+1 backs off to order m-1 with the weight of its
+    context, the (m-1)-gram ending at p, unless the m-gram ending at p+1 is listed, and then its
+    probability replaces the sum (p+1 is visited after p). That m-gram can be listed only where
+    the (m-1)-gram ending at p+1 is (the file lists the suffix of every n-gram it lists), so the
+    positions of the next pass are those of this one where the m-gram is found: fewer at each
+    order. It is looked up only within the sentence (``<s>`` at most its first word); an id -1
+    (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram. The
+    look-ups of one pass do not depend on each other: the slot of the one :data:`AHEAD`
+    positions on is fetched (:func:`prefetch`) before this one is searched."""
     order, M = len(log10_p) - 1, len(stream)
     logp = np.empty(M)  # (M,)
-    rows = stream.copy()  # (M,) order 1: a unigram's row is its word id
+    at = np.empty(M, dtype=np.int64)  # (A,) positions with a listed (m-1)-gram ending there
+    rows = np.empty(M, dtype=np.int64)  # (A,) its row
+    query = np.empty(M, dtype=np.int64)  # (A,) the key of the m-gram ending there, or -1
+    A = 0
     for p in range(M):
-        logp[p] = log10_p[1][rows[p]]  # (id -1, unknown: the last entry, -inf)
+        logp[p] = log10_p[1][stream[p]]  # (id -1, unknown: the last entry, -inf)
+        if stream[p] >= 0:  # order 1: a unigram's row is its word id
+            at[A], rows[A], A = p, stream[p], A + 1
     for m in range(2, order + 1):
-        above = np.full(M, -1, dtype=np.int64)  # (M,) the row of the m-gram ending at p
-        for p in range(1, M):
-            if offset[p] < m - 1:  # the m-gram would start before <s>
-                continue
-            if rows[p - 1] >= 0:  # back off with the weight of the listed context ...
-                logp[p] += log10_b[m - 1][rows[p - 1]]
-            first = stream[p - m + 1]
-            if rows[p] >= 0 and first >= 0:  # ... unless the m-gram is listed
-                row = probe(keys[m], homes[m], rows[p] * base + first)
+        table, found = keys[m], 0
+        for j in range(A):
+            first = stream[at[j] - m + 1]
+            inside = offset[at[j]] >= m - 1 and first >= 0
+            query[j] = rows[j] * base + first if inside else -1
+        for j in range(A):
+            if j + AHEAD < A and query[j + AHEAD] >= 0:
+                prefetch(table, home(homes[m], query[j + AHEAD]))  # type: ignore[call-arg]
+            p = at[j]
+            if p + 1 < M and offset[p + 1] >= m - 1:  # back off at p+1 with this context ...
+                logp[p + 1] += log10_b[m - 1][rows[j]]
+            if query[j] >= 0:  # ... unless the m-gram there is listed
+                row = probe(table, homes[m], query[j])
                 if row >= 0:
-                    above[p] = row
                     logp[p] = log10_p[m][row]
-        rows = above
-    return logp
+                    at[found], rows[found], found = p, row, found + 1  # (found <= j)
+        A = found
+    predicted = np.empty(M - np.count_nonzero(offset == 0))  # all but the <s>
+    i = 0
+    for p in range(M):
+        if offset[p] > 0:
+            predicted[i] = logp[p]
+            i += 1
+    return predicted
+
+
+# What :func:`read_text` found wrong in a text (0: nothing), with the byte where it found it.
+TEXT_CONTROL = 1  # a tab, a carriage return or another control character
+TEXT_SPACE = 2  # two spaces in a row, or a space at the start or the end of a line
+TEXT_BOUNDARY = 3  # a word that is <s> or </s>
+
+_HASH_P_U64 = np.uint64(_HASH_P)
+_BYTES_33 = np.uint64(0x2121212121212121)  # 33 in each byte
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_MASKS_U64 = _MASKS.copy()  # (9,) the low k bytes of 64 bits
+
+
+@numba.njit(cache=True)
+def read_text(
+    pieces: np.ndarray,
+    n: int,
+    vocab_keys: np.ndarray,
+    vocab_homes: int,
+    vocab_ids: np.ndarray,
+    bos: int,
+    eos: int,
+):
+    """The id stream of a text of ``n`` bytes (UTF-8: one sentence per line, words separated by
+    one space), each sentence as ``<s> w1 ... wk </s>``, in one pass over its bytes: each word is
+    hashed as it is read (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h =
+    sum_j c_j P**j``) and looked up among the vocabulary's hashes (``vocab_ids`` of its slot; the
+    last entry, read by slot -1, is the id of a word outside the vocabulary).
+
+    ``pieces[i]`` is the 8 bytes from byte i on, read as a little-endian number (a view of the
+    bytes followed by 8 zero bytes), so a word is read 8 bytes at a time: the first byte of a
+    piece that is 32 or less (a space, a newline, another control character or the zeros after
+    the end) ends the word. Any byte b < 33 of the piece ``c`` sets the top bit of its byte in
+    ``(c - 0x2121...21) & ~c & 0x8080...80`` (a bit trick, Hacker's Delight 6-1), and no byte
+    before the first such one does; so its trailing zeros, over 8, count the word's bytes in ``c``.
+
+    Returns ``stream`` (M,), ``offset`` (M,) the position of each token in its sentence (0 at its
+    ``<s>``), ``lengths`` (S,) each sentence's number of words, and an error: 0, or one of the
+    ``TEXT_*`` codes and the byte where it was met."""
+    lines, spaces = 1, 0
+    for i in range(n):
+        byte = pieces[i] & np.uint64(255)
+        lines += byte == 10
+        spaces += byte == 32
+    stream = np.empty(spaces + 3 * lines, dtype=np.int64)  # words <= spaces + lines
+    offset = np.empty(spaces + 3 * lines, dtype=np.int64)
+    lengths = np.zeros(lines, dtype=np.int64)
+    t, i = 0, 0  # tokens written, bytes read
+    for s in range(lines):
+        stream[t], offset[t], t = bos, 0, t + 1
+        k = 0  # words of this sentence
+        while i < n and pieces[i] & np.uint64(255) != 10:  # a word, then a space or the end
+            start, h, power = i, np.uint64(0), np.uint64(1)
+            while True:
+                piece = pieces[i]
+                low = (piece - _BYTES_33) & ~piece & _HIGH_BITS  # the bytes below 33
+                if low == 0:  # 8 bytes of the word
+                    h, power, i = h + piece * power, power * _HASH_P_U64, i + 8
+                else:
+                    # the bytes of the word in this piece
+                    inside = trailing_zeros(low) // 8  # type: ignore[call-arg]
+                    h, i = h + (piece & _MASKS_U64[inside]) * power, i + inside
+                    break
+            after = pieces[i] & np.uint64(255) if i < n else np.uint64(10)  # (the end: a newline)
+            if i == start:  # no word here
+                bad = after != 32 and after != 10
+                return stream, offset, lengths, TEXT_CONTROL if bad else TEXT_SPACE, i
+            word = vocab_ids[probe(vocab_keys, vocab_homes, np.int64(h))]
+            if word == bos or word == eos:
+                return stream, offset, lengths, TEXT_BOUNDARY, start
+            k += 1
+            stream[t], offset[t], t = word, k, t + 1
+            if after == 32:
+                i += 1
+                if i == n or pieces[i] & np.uint64(255) == 10:  # a space ends the line
+                    return stream, offset, lengths, TEXT_SPACE, i - 1
+            elif after != 10:
+                return stream, offset, lengths, TEXT_CONTROL, i
+        stream[t], offset[t], t = eos, k + 1, t + 1
+        lengths[s] = k
+        i += 1  # the newline
+    return stream[:t], offset[:t], lengths, 0, 0
