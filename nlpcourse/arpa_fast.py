@@ -10,17 +10,18 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
 from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS
 
-# Scoring a corpus is a few loops over its tokens, compiled by numba (``cache=True``: the machine
-# code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
-# 1 s of CPU in all, part of it once per model order). Each loop is what the numpy version of it
-# would do, without the temporary arrays and the rounds of a vectorised probe; their readable
-# twins are ``arpa._Table.find_one`` and ``arpa.ArpaLM.log10_prob`` (plain Python, one n-gram at
-# a time), and the tests check that they agree.
+# Scoring a corpus is a few loops over its bytes and tokens, compiled by numba (``cache=True``:
+# the machine code is kept in __pycache__, so only the first calls on a machine pay for the
+# compiling, about 1 s of CPU in all, part of it once per model order). Their readable twins are
+# ``arpa.word_hash``, ``arpa._Table.find_one`` and ``arpa.ArpaLM.log10_prob`` (plain Python, one
+# word or one n-gram at a time), and the tests check that they agree. What makes them fast is
+# memory: the tables do not fit in the processor's nearer caches, so the loops are arranged for
+# the processor to wait for several look-ups at once (look-ups that do not depend on each other,
+# and :func:`prefetch`).
 
 _FIBONACCI_U64 = np.uint64(_FIBONACCI)
 _SHIFT = np.uint64(32)
@@ -60,14 +61,14 @@ def prefetch(typingctx, array, index):
 
 
 @numba.njit(cache=True)
-def home(homes: int, key: int) -> np.int64:
+def home(homes: int, key: int | np.int64) -> np.int64:
     """:meth:`nlpcourse.arpa._Table.home` of one key."""
     product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
     return np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
 
 
 @numba.njit(cache=True)
-def probe(keys: np.ndarray, homes: int, key: int) -> int:
+def probe(keys: np.ndarray, homes: int, key: int | np.int64) -> int:
     """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
     slot = home(homes, key)
     while keys[slot] != _EMPTY:
@@ -112,8 +113,10 @@ def backoff_stream(
     positions of the next pass are those of this one where the m-gram is found: fewer at each
     order. It is looked up only within the sentence (``<s>`` at most its first word); an id -1
     (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram. The
-    look-ups of one pass do not depend on each other: the slot of the one :data:`AHEAD`
-    positions on is fetched (:func:`prefetch`) before this one is searched."""
+    look-ups of one pass do not depend on each other: the slots of the one :data:`AHEAD`
+    positions on are fetched (:func:`prefetch`) before this one is searched, its home slot and the
+    8th after it (a search that does not find its key walks 5 slots on average, at the load of
+    two thirds: the next cache line of 8 slots, often)."""
     order, M = len(log10_p) - 1, len(stream)
     logp = np.empty(M)  # (M,)
     at = np.empty(M, dtype=np.int64)  # (A,) positions with a listed (m-1)-gram ending there
@@ -131,8 +134,10 @@ def backoff_stream(
             inside = offset[at[j]] >= m - 1 and first >= 0
             query[j] = rows[j] * base + first if inside else -1
         for j in range(A):
-            if j + AHEAD < A and query[j + AHEAD] >= 0:
-                prefetch(table, home(homes[m], query[j + AHEAD]))  # type: ignore[call-arg]
+            if j + AHEAD < A and query[j + AHEAD] >= 0:  # its home slot, and the 8th after it
+                slot = home(homes[m], query[j + AHEAD])
+                prefetch(table, slot)  # type: ignore[call-arg]
+                prefetch(table, slot + 7)  # type: ignore[call-arg]
             p = at[j]
             if p + 1 < M and offset[p + 1] >= m - 1:  # back off at p+1 with this context ...
                 logp[p + 1] += log10_b[m - 1][rows[j]]
@@ -157,8 +162,6 @@ TEXT_SPACE = 2  # two spaces in a row, or a space at the start or the end of a l
 TEXT_BOUNDARY = 3  # a word that is <s> or </s>
 
 _HASH_P_U64 = np.uint64(_HASH_P)
-_BYTES_33 = np.uint64(0x2121212121212121)  # 33 in each byte
-_HIGH_BITS = np.uint64(0x8080808080808080)
 _MASKS_U64 = _MASKS.copy()  # (9,) the low k bytes of 64 bits
 
 
@@ -173,61 +176,56 @@ def read_text(
     eos: int,
 ):
     """The id stream of a text of ``n`` bytes (UTF-8: one sentence per line, words separated by
-    one space), each sentence as ``<s> w1 ... wk </s>``, in one pass over its bytes: each word is
-    hashed as it is read (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h =
-    sum_j c_j P**j``) and looked up among the vocabulary's hashes (``vocab_ids`` of its slot; the
-    last entry, read by slot -1, is the id of a word outside the vocabulary).
+    one space), each sentence as ``<s> w1 ... wk </s>``: each word is hashed
+    (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h = sum_j c_j P**j``) and
+    looked up among the vocabulary's hashes (``vocab_ids`` of its slot; the last entry, read by
+    slot -1, is the id of a word outside the vocabulary). ``pieces[i]`` is the 8 bytes from byte i
+    on, read as a little-endian number (a view of the bytes followed by 8 zero bytes), so its
+    lowest byte is byte i.
 
-    ``pieces[i]`` is the 8 bytes from byte i on, read as a little-endian number (a view of the
-    bytes followed by 8 zero bytes), so a word is read 8 bytes at a time: the first byte of a
-    piece that is 32 or less (a space, a newline, another control character or the zeros after
-    the end) ends the word. Any byte b < 33 of the piece ``c`` sets the top bit of its byte in
-    ``(c - 0x2121...21) & ~c & 0x8080...80`` (a bit trick, Hacker's Delight 6-1), and no byte
-    before the first such one does; so its trailing zeros, over 8, count the word's bytes in ``c``.
+    Two passes: the first notes where every byte of 32 or less (a space, a newline, another
+    control character) is, without a branch; the second reads each word between two of them, 8
+    bytes at a time. The words' reads do not depend on each other, so the processor overlaps
+    them (a single pass that looked for each word's end as it read would wait for every word
+    before starting the next).
 
     Returns ``stream`` (M,), ``offset`` (M,) the position of each token in its sentence (0 at its
     ``<s>``), ``lengths`` (S,) each sentence's number of words, and an error: 0, or one of the
     ``TEXT_*`` codes and the byte where it was met."""
-    lines, spaces = 1, 0
+    ends = np.empty(n + 1, dtype=np.int64)  # (K,) the separators, and n: the end of the text
+    K, lines = 0, 1
     for i in range(n):
         byte = pieces[i] & np.uint64(255)
+        ends[K] = i
+        K += byte <= 32
         lines += byte == 10
-        spaces += byte == 32
-    stream = np.empty(spaces + 3 * lines, dtype=np.int64)  # words <= spaces + lines
-    offset = np.empty(spaces + 3 * lines, dtype=np.int64)
+    ends[K], K = n, K + 1
+    stream = np.empty(K + 2 * lines, dtype=np.int64)  # words <= K, plus <s> and </s> per line
+    offset = np.empty(K + 2 * lines, dtype=np.int64)
     lengths = np.zeros(lines, dtype=np.int64)
-    t, i = 0, 0  # tokens written, bytes read
-    for s in range(lines):
-        stream[t], offset[t], t = bos, 0, t + 1
-        k = 0  # words of this sentence
-        while i < n and pieces[i] & np.uint64(255) != 10:  # a word, then a space or the end
-            start, h, power = i, np.uint64(0), np.uint64(1)
-            while True:
-                piece = pieces[i]
-                low = (piece - _BYTES_33) & ~piece & _HIGH_BITS  # the bytes below 33
-                if low == 0:  # 8 bytes of the word
-                    h, power, i = h + piece * power, power * _HASH_P_U64, i + 8
-                else:
-                    # the bytes of the word in this piece
-                    inside = trailing_zeros(low) // 8  # type: ignore[call-arg]
-                    h, i = h + (piece & _MASKS_U64[inside]) * power, i + inside
-                    break
-            after = pieces[i] & np.uint64(255) if i < n else np.uint64(10)  # (the end: a newline)
-            if i == start:  # no word here
-                bad = after != 32 and after != 10
-                return stream, offset, lengths, TEXT_CONTROL if bad else TEXT_SPACE, i
+    t, s, k = 0, 0, 0  # tokens written, sentences begun, words of this sentence
+    start = 0  # the first byte after the last separator
+    for j in range(K):
+        end = ends[j]
+        after = pieces[end] & np.uint64(255) if end < n else np.uint64(10)  # (the end: a newline)
+        if after != 32 and after != 10:
+            return stream, offset, lengths, TEXT_CONTROL, end
+        if k == 0 and (start == 0 or pieces[start - 1] & np.uint64(255) == 10):
+            stream[t], offset[t], t = bos, 0, t + 1  # a line begins
+        if end > start:  # a word: its pieces, the last one cut to the word's bytes
+            h, power = np.uint64(0), np.uint64(1)
+            for at in range(start, end, 8):
+                piece = pieces[at] & _MASKS_U64[min(end - at, 8)]
+                h, power = h + piece * power, power * _HASH_P_U64
             word = vocab_ids[probe(vocab_keys, vocab_homes, np.int64(h))]
             if word == bos or word == eos:
                 return stream, offset, lengths, TEXT_BOUNDARY, start
             k += 1
             stream[t], offset[t], t = word, k, t + 1
-            if after == 32:
-                i += 1
-                if i == n or pieces[i] & np.uint64(255) == 10:  # a space ends the line
-                    return stream, offset, lengths, TEXT_SPACE, i - 1
-            elif after != 10:
-                return stream, offset, lengths, TEXT_CONTROL, i
-        stream[t], offset[t], t = eos, k + 1, t + 1
-        lengths[s] = k
-        i += 1  # the newline
+        elif k > 0 or after == 32:  # an empty word that is not an empty line
+            return stream, offset, lengths, TEXT_SPACE, end
+        if after == 10:  # the line ends
+            stream[t], offset[t], t = eos, k + 1, t + 1
+            lengths[s], s, k = k, s + 1, 0
+        start = end + 1
     return stream[:t], offset[:t], lengths, 0, 0
