@@ -438,8 +438,8 @@ class ArpaLM:
         """log10 P(stream[p] | the words before p in its sentence) at every position p but the
         ``<s>``, by eq. (ngram-backoff). ``stream`` is the corpus as ids, each sentence as
         ``<s> w1 ... wk </s>``, and ``offset`` each token's position in its sentence
-        (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, a compiled
-        loop over the tokens; here its arguments are gathered: per order m, indexed by m (an
+        (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, compiled
+        loops over the tokens; here its arguments are gathered: per order m, indexed by m (an
         empty array where an order has none), the tables' slots and homes and the log10
         numbers."""
         none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=VALUE)
@@ -455,11 +455,11 @@ class ArpaLM:
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``, and each token's
         position in its sentence (:meth:`_assemble`'s). The words are read as
-        :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), cut, hashed
-        and looked up from their bytes in one compiled pass. Where the lines would not give back
-        the tokens (a token holding a space, a newline or a control character, or an empty one),
-        each token is looked up as ``index_[w]`` would, over the whole corpus in one pass that
-        runs in C (``map`` of the dictionary's look-up into ``np.fromiter``). Raises
+        :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), then cut,
+        hashed and looked up from their bytes by one compiled function. Where the lines would not
+        give back the tokens (a token holding a space, a newline or a control character, or an
+        empty one), each token is looked up as ``index_[w]`` would, over the whole corpus in one
+        pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``). Raises
         ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
         try:
@@ -474,8 +474,8 @@ class ArpaLM:
 
     def _read_text(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The id stream of ``text`` (one sentence per line, words separated by one space), each
-        token's position in its sentence, and each line's number of words: one compiled pass over
-        its UTF-8 bytes (:func:`nlpcourse.arpa_fast.read_text`) that cuts the words, hashes each
+        token's position in its sentence, and each line's number of words: one compiled function
+        (:func:`nlpcourse.arpa_fast.read_text`) reads its UTF-8 bytes, cuts the words, hashes each
         (:func:`word_hash`) and looks it up among the vocabulary's hashes. ``ValueError`` saying
         what is wrong with the text."""
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
@@ -535,7 +535,7 @@ class ArpaLM:
 
         The same numbers as ``log10_probs([line.split(" ") for line in lines])``, computed as
         KenLM does, from the words' bytes rather than one Python string per word: one compiled
-        pass over the text cuts it into words, hashes each and looks the hashes up among the
+        function reads the text, cuts it into words, hashes each and looks the hashes up among the
         vocabulary's (:meth:`_read_text`).
         As in KenLM's vocabulary, a word outside the vocabulary whose 64-bit hash equals a
         vocabulary word's would be read as that word: a chance of about |V| / 2**64 per word.

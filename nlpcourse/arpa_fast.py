@@ -162,7 +162,6 @@ TEXT_SPACE = 2  # two spaces in a row, or a space at the start or the end of a l
 TEXT_BOUNDARY = 3  # a word that is <s> or </s>
 
 _HASH_P_U64 = np.uint64(_HASH_P)
-_MASKS_U64 = _MASKS.copy()  # (9,) the low k bytes of 64 bits
 
 
 @numba.njit(cache=True)
@@ -215,7 +214,7 @@ def read_text(
         if end > start:  # a word: its pieces, the last one cut to the word's bytes
             h, power = np.uint64(0), np.uint64(1)
             for at in range(start, end, 8):
-                piece = pieces[at] & _MASKS_U64[min(end - at, 8)]
+                piece = pieces[at] & _MASKS[min(end - at, 8)]
                 h, power = h + piece * power, power * _HASH_P_U64
             word = vocab_ids[probe(vocab_keys, vocab_homes, np.int64(h))]
             if word == bos or word == eos:
