@@ -183,21 +183,24 @@ def read_text(
     lowest byte is byte i.
 
     Two passes: the first notes where every byte of 32 or less (a space, a newline, another
-    control character) is, without a branch; the second reads each word between two of them, 8
-    bytes at a time. The words' reads do not depend on each other, so the processor overlaps
-    them (a single pass that looked for each word's end as it read would wait for every word
-    before starting the next).
+    control character) is, without a branch (having counted them); the second reads each word
+    between two of them, 8 bytes at a time. The words' reads do not depend on each other, so the
+    processor overlaps them (a single pass that looked for each word's end as it read would wait
+    for every word before starting the next).
 
     Returns ``stream`` (M,), ``offset`` (M,) the position of each token in its sentence (0 at its
     ``<s>``), ``lengths`` (S,) each sentence's number of words, and an error: 0, or one of the
     ``TEXT_*`` codes and the byte where it was met."""
-    ends = np.empty(n + 1, dtype=np.int64)  # (K,) the separators, and n: the end of the text
-    K, lines = 0, 1
+    K, lines = 1, 1  # separators and the end of the text; lines
     for i in range(n):
         byte = pieces[i] & np.uint64(255)
-        ends[K] = i
         K += byte <= 32
         lines += byte == 10
+    ends = np.empty(K, dtype=np.int64)  # (K,) where they are
+    K = 0
+    for i in range(n):
+        ends[K] = i
+        K += pieces[i] & np.uint64(255) <= 32
     ends[K], K = n, K + 1
     stream = np.empty(K + 2 * lines, dtype=np.int64)  # words <= K, plus <s> and </s> per line
     offset = np.empty(K + 2 * lines, dtype=np.int64)
