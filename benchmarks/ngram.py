@@ -10,10 +10,11 @@ are NGramLM over nltk.lm, measured in this one run.
 
 Then KenLM (its Python module, `pip install -r requirements-test.txt`) and nlpcourse read the same
 ARPA file written by NGramLM.to_arpa: load time, scoring throughput over the whole test split
-(KenLM one sentence per call, as its API works; ours in one call) and resident memory of the
-loaded model, for orders 3, 4 and 5. Last, Kneser-Ney estimation of a 5-gram on the training split
-with its full vocabulary, NGramLM.fit against KenLM's lmplz (found on PATH or in /tmp/kenlm, or
-built there as README.md says; the benchmark says so when it cannot).
+(KenLM one sentence per call, as its API works, given each sentence as a string, and as a token
+list that it joins; ours in one call, from the text and from the token lists) and resident memory
+of the loaded model, for orders 3, 4 and 5. Last, Kneser-Ney estimation of a 5-gram on the
+training split with its full vocabulary, NGramLM.fit against KenLM's lmplz (found on PATH or in
+/tmp/kenlm, or built there as README.md says; the benchmark says so when it cannot).
 """
 
 from __future__ import annotations
@@ -154,6 +155,12 @@ def kenlm_score(model, sentences: list[str]) -> list[float]:
     return [model.score(s, bos=True, eos=True) for s in sentences]
 
 
+def kenlm_score_tokens(model, sentences: list[list[str]]) -> list[float]:
+    """:func:`kenlm_score` from token lists: KenLM's ``score`` takes a string, so each sentence's
+    tokens are joined first (KenLM then splits it again, in its own ``score``)."""
+    return [model.score(" ".join(s), bos=True, eos=True) for s in sentences]
+
+
 def kenlm_full_scores(model, sentences: list[str]) -> list[list]:
     """One KenLM ``full_scores`` call per sentence: a (log10 p, n-gram length, oov) per token."""
     return [list(model.full_scores(s, bos=True, eos=True)) for s in sentences]
@@ -189,6 +196,7 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             ours, load_ours = timed(read_arpa, path)
             text = "\n".join(sentences)  # the same strings KenLM reads, one line each
             _, t_score = cpu_timed(kenlm_score, ken, sentences, repeat=REPEAT)
+            _, t_tokens = cpu_timed(kenlm_score_tokens, ken, test, repeat=REPEAT)
             _, t_full = cpu_timed(kenlm_full_scores, ken, sentences, repeat=REPEAT)
             logs, t_ours = cpu_timed(ours.log10_probs, test, repeat=REPEAT)
             logs_text, t_text = cpu_timed(ours.log10_probs_text, text, repeat=REPEAT)
@@ -205,6 +213,7 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
         )
         rows = [
             ("  KenLM score(), per sentence", load_ken, tokens / t_score, rss_ken),
+            ("  KenLM score(' '.join(tokens))", None, tokens / t_tokens, None),
             ("  KenLM full_scores(), per sent.", None, tokens / t_full, None),
             ("  ArpaLM.log10_probs_text, one", load_ours, tokens / t_text, rss_ours),
             ("  ArpaLM.log10_probs, one call", None, tokens / t_ours, None),
@@ -217,7 +226,8 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             print(f"{name:30s} {load_s} {speed:12,.0f} {rss_s}")
         print(
             f"  ratios, ours over KenLM score(): from text {t_score / t_text:.2f}x, "
-            f"from token lists {t_score / t_ours:.2f}x, "
+            f"from token lists {t_score / t_ours:.2f}x (over KenLM from the same token lists, "
+            f"joined: {t_tokens / t_ours:.2f}x), "
             f"NGramLM {t_score / t_model:.2f}x; load {load_ours / load_ken:.1f}x KenLM's time; "
             f"memory {rss_ours / rss_ken:.2f}x KenLM's (numba's runtime: {runtime:.0f} MB more "
             "per process)"

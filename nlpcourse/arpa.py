@@ -438,8 +438,8 @@ class ArpaLM:
         """log10 P(stream[p] | the words before p in its sentence) at every position p but the
         ``<s>``, by eq. (ngram-backoff). ``stream`` is the corpus as ids, each sentence as
         ``<s> w1 ... wk </s>``, and ``offset`` each token's position in its sentence
-        (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, a compiled
-        loop over the tokens; here its arguments are gathered: per order m, indexed by m (an
+        (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, compiled
+        loops over the tokens; here its arguments are gathered: per order m, indexed by m (an
         empty array where an order has none), the tables' slots and homes and the log10
         numbers."""
         none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=VALUE)
@@ -450,29 +450,57 @@ class ArpaLM:
         log10_b = tuple(self.log10_b_.get(m, none_f) for m in orders)
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
 
-        logp = arpa_fast.backoff_stream(stream, offset, self.base_, keys, homes, log10_p, log10_b)
-        return logp[offset > 0]  # the predicted tokens: all but the <s>
+        return arpa_fast.backoff_stream(stream, offset, self.base_, keys, homes, log10_p, log10_b)
 
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``. The words are
-        read as :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), cut
-        and hashed from their bytes. Where the lines would not give back the tokens (a token
-        holding a space, a newline or a control character, or an empty one), each token is looked
-        up as ``index_[w]`` would, over the whole corpus in one pass that runs in C (``map`` of
-        the dictionary's look-up into ``np.fromiter``). Raises ``TypeError`` if a token is not a
-        string, and ``ValueError`` on ``<s>``/``</s>``."""
+        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``, and each token's
+        position in its sentence (:meth:`_assemble`'s). The words are read as
+        :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), then cut,
+        hashed and looked up from their bytes by one compiled function. Where the lines would not
+        give back the tokens (a token holding a space, a newline or a control character, or an
+        empty one), each token is looked up as ``index_[w]`` would, over the whole corpus in one
+        pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``). Raises
+        ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
         try:
-            buf, starts, ends, counts = _split_text("\n".join(map(" ".join, sentences)))
-            whole = len(counts) == len(lengths) and bool((counts == lengths).all())
-        except ValueError:  # a tab, two spaces in a row, ...
-            whole = False
-        if whole:
-            words = self.words_(buf, starts, ends)  # (W,)
-        else:
-            flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
-            words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
+            stream, offset, counts = self._read_text("\n".join(map(" ".join, sentences)))
+            if len(counts) == len(lengths) and bool((counts == lengths).all()):
+                return stream, offset
+        except ValueError:  # a tab, two spaces in a row, <s>, ...
+            pass
+        flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
+        words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
         return self._assemble(words, lengths)
+
+    def _read_text(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The id stream of ``text`` (one sentence per line, words separated by one space), each
+        token's position in its sentence, and each line's number of words: one compiled function
+        (:func:`nlpcourse.arpa_fast.read_text`) reads its UTF-8 bytes, cuts the words, hashes each
+        (:func:`word_hash`) and looks it up among the vocabulary's hashes. ``ValueError`` saying
+        what is wrong with the text."""
+        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
+
+        data = text.encode("utf-8")
+        buf = np.frombuffer(data + bytes(8), dtype=np.uint8)  # (N + 8,) 8 zero bytes after
+        pieces = np.ndarray((len(data) + 1,), dtype="<u8", buffer=buf, strides=(1,))  # 8 at i
+        bos, eos, table = self.index_[BOS], self.index_[EOS], self.words_.table
+        stream, offset, lengths, error, at = arpa_fast.read_text(
+            pieces, len(data), table.keys, table.homes, self.words_.ids, bos, eos
+        )
+        if error == arpa_fast.TEXT_CONTROL:
+            raise ValueError(
+                "the text holds a tab, a carriage return or another control character: separate "
+                "words by one space and sentences by a newline"
+            )
+        if error == arpa_fast.TEXT_SPACE:
+            line = data.count(b"\n", 0, at) + 1
+            raise ValueError(
+                f"line {line} of the text has two spaces in a row or a space at its start or "
+                "end: separate words by exactly one space"
+            )
+        if error == arpa_fast.TEXT_BOUNDARY:
+            raise ValueError("a sentence holds <s> or </s>")
+        return stream, offset, lengths
 
     def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stream ``<s> w1 ... wk </s>`` of every sentence (M,), from the word ids (W,) of all
@@ -506,17 +534,16 @@ class ArpaLM:
         an empty line is an empty sentence), words separated by exactly one space.
 
         The same numbers as ``log10_probs([line.split(" ") for line in lines])``, computed as
-        KenLM does, from the words' bytes rather than one Python string per word: the text is
-        cut into words by :func:`_split_text`, each word is hashed at once by
-        :func:`_span_hashes`, and the hashes are looked up among the vocabulary's.
+        KenLM does, from the words' bytes rather than one Python string per word: one compiled
+        function reads the text, cuts it into words, hashes each and looks the hashes up among the
+        vocabulary's (:meth:`_read_text`).
         As in KenLM's vocabulary, a word outside the vocabulary whose 64-bit hash equals a
         vocabulary word's would be read as that word: a chance of about |V| / 2**64 per word.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, one sentence per line, got {type(text).__name__}")
-        buf, starts, ends, lengths = _split_text(text[:-1] if text.endswith("\n") else text)
-        words = self.words_(buf, starts, ends)  # (W,) <unk> for a word outside the vocabulary
-        return self._log10_stream(*self._assemble(words, lengths))
+        stream, offset, _ = self._read_text(text[:-1] if text.endswith("\n") else text)
+        return self._log10_stream(stream, offset)
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
         """Perplexity with every word and each ``</s>`` counted, eq. (ngram-ppl)."""

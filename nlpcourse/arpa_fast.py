@@ -8,25 +8,69 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
-from nlpcourse.arpa import _EMPTY, _FIBONACCI
+from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS
 
-# Scoring a corpus is a few loops over its tokens, compiled by numba (``cache=True``: the machine
-# code is kept in __pycache__, so only the first calls on a machine pay for the compiling, about
-# 1 s of CPU in all, part of it once per model order). Each loop is what the numpy version of it
-# would do, without the temporary arrays and the rounds of a vectorised probe; their readable
-# twins are ``arpa._Table.find_one`` and ``arpa.ArpaLM.log10_prob`` (plain Python, one n-gram at
-# a time), and the tests check that they agree.
+# Scoring a corpus is a few loops over its bytes and tokens, compiled by numba (``cache=True``:
+# the machine code is kept in __pycache__, so only the first calls on a machine pay for the
+# compiling, about 1 s of CPU in all, part of it once per model order). Their readable twins are
+# ``arpa.word_hash``, ``arpa._Table.find_one`` and ``arpa.ArpaLM.log10_prob`` (plain Python, one
+# word or one n-gram at a time), and the tests check that they agree. What makes them fast is
+# memory: the tables do not fit in the processor's nearer caches, so the loops are arranged for
+# the processor to wait for several look-ups at once (look-ups that do not depend on each other,
+# and :func:`prefetch`).
 
 _FIBONACCI_U64 = np.uint64(_FIBONACCI)
 _SHIFT = np.uint64(32)
 
 
+AHEAD = 16  # positions ahead whose table slot is fetched before it is searched
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the processor to start bringing ``array[index]`` into its caches and go on at once
+    (LLVM's ``llvm.prefetch``: a hint, it reads nothing and cannot fault).
+
+    A search in a table that is not in the cache waits for memory, and when it ends in a
+    mispredicted branch (was the key found? after how many slots?) the processor throws away
+    the searches it had started after it: the waits add up. Asked for :data:`AHEAD` searches
+    earlier, the slot is in the cache when its search comes."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(
+            context, builder, array_type, data, [args[1]], wraparound=False
+        )
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        hint = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
+        function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0i8")
+        # read (0), keep in every cache level (3), data (1)
+        builder.call(
+            function,
+            [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)],
+        )
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
 @numba.njit(cache=True)
-def probe(keys: np.ndarray, homes: int, key: int) -> int:
-    """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
+def home(homes: int, key: int | np.int64) -> np.int64:
+    """:meth:`nlpcourse.arpa._Table.home` of one key."""
     product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
-    slot = np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
+    return np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
+
+
+@numba.njit(cache=True)
+def probe(keys: np.ndarray, homes: int, key: int | np.int64) -> int:
+    """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
+    slot = home(homes, key)
     while keys[slot] != _EMPTY:
         if keys[slot] == key:
             return int(slot)
@@ -55,37 +99,135 @@ def backoff_stream(
     log10_p: tuple[np.ndarray, ...],
     log10_b: tuple[np.ndarray, ...],
 ) -> np.ndarray:
-    """log10 P of every token of ``stream`` after the words before it in its sentence
-    (:meth:`nlpcourse.arpa.ArpaLM._log10_stream` gives the arguments; index m of ``keys``,
-    ``homes``, ``log10_p``, ``log10_b`` is order m).
+    """log10 P of every token of ``stream`` after the words before it in its sentence, except
+    the ``<s>`` (offset 0), which are not predictions (:meth:`nlpcourse.arpa.ArpaLM._log10_stream`
+    gives the arguments; index m of ``keys``, ``homes``, ``log10_p``, ``log10_b`` is order m).
 
-    One pass over the tokens per order m. Before it, ``rows[p]`` is the row of the (m-1)-gram
-    ending at p (-1 if it is not listed) and ``logp[p]`` the log10 probability of the token at p
-    under the file cut at order m-1. Going up one order is eq. (ngram-backoff) itself: the token
-    backs off to order m-1 with the weight of its context (the (m-1)-gram ending at p-1, when it
-    is listed), unless the m-gram ending at p is listed, and then its probability is read. That
-    m-gram is looked up only where it can be listed: within the sentence (``<s>`` at most its
-    first word) and after a listed suffix (the file lists the suffix of every n-gram it lists).
-    An id -1 (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram.
-    The look-ups of one pass do not depend on each other, so the processor overlaps their
-    memory reads. The entry at ``<s>`` (offset 0) is not a prediction; the caller drops it."""
+    One pass per order m over the positions p where an (m-1)-gram is listed: ``at`` (A,) holds
+    them, in order, and ``rows`` (A,) the row of that (m-1)-gram; ``logp[p]`` is the log10
+    probability of the token at p under the file cut at order m-1. Going up one order is eq.
+    (ngram-backoff) itself: the token at p+1 backs off to order m-1 with the weight of its
+    context, the (m-1)-gram ending at p, unless the m-gram ending at p+1 is listed, and then its
+    probability replaces the sum (p+1 is visited after p). That m-gram can be listed only where
+    the (m-1)-gram ending at p+1 is (the file lists the suffix of every n-gram it lists), so the
+    positions of the next pass are those of this one where the m-gram is found: fewer at each
+    order. It is looked up only within the sentence (``<s>`` at most its first word); an id -1
+    (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram. The
+    look-ups of one pass do not depend on each other: the slots of the one :data:`AHEAD`
+    positions on are fetched (:func:`prefetch`) before this one is searched, its home slot and the
+    8th after it (a search that does not find its key walks 5 slots on average, at the load of
+    two thirds: the next cache line of 8 slots, often)."""
     order, M = len(log10_p) - 1, len(stream)
     logp = np.empty(M)  # (M,)
-    rows = stream.copy()  # (M,) order 1: a unigram's row is its word id
+    at = np.empty(M, dtype=np.int64)  # (A,) positions with a listed (m-1)-gram ending there
+    rows = np.empty(M, dtype=np.int64)  # (A,) its row
+    query = np.empty(M, dtype=np.int64)  # (A,) the key of the m-gram ending there, or -1
+    A = 0
     for p in range(M):
-        logp[p] = log10_p[1][rows[p]]  # (id -1, unknown: the last entry, -inf)
+        logp[p] = log10_p[1][stream[p]]  # (id -1, unknown: the last entry, -inf)
+        if stream[p] >= 0:  # order 1: a unigram's row is its word id
+            at[A], rows[A], A = p, stream[p], A + 1
     for m in range(2, order + 1):
-        above = np.full(M, -1, dtype=np.int64)  # (M,) the row of the m-gram ending at p
-        for p in range(1, M):
-            if offset[p] < m - 1:  # the m-gram would start before <s>
-                continue
-            if rows[p - 1] >= 0:  # back off with the weight of the listed context ...
-                logp[p] += log10_b[m - 1][rows[p - 1]]
-            first = stream[p - m + 1]
-            if rows[p] >= 0 and first >= 0:  # ... unless the m-gram is listed
-                row = probe(keys[m], homes[m], rows[p] * base + first)
+        table, found = keys[m], 0
+        for j in range(A):
+            first = stream[at[j] - m + 1]
+            inside = offset[at[j]] >= m - 1 and first >= 0
+            query[j] = rows[j] * base + first if inside else -1
+        for j in range(A):
+            if j + AHEAD < A and query[j + AHEAD] >= 0:  # its home slot, and the 8th after it
+                slot = home(homes[m], query[j + AHEAD])
+                prefetch(table, slot)  # type: ignore[call-arg]
+                prefetch(table, slot + 7)  # type: ignore[call-arg]
+            p = at[j]
+            if p + 1 < M and offset[p + 1] >= m - 1:  # back off at p+1 with this context ...
+                logp[p + 1] += log10_b[m - 1][rows[j]]
+            if query[j] >= 0:  # ... unless the m-gram there is listed
+                row = probe(table, homes[m], query[j])
                 if row >= 0:
-                    above[p] = row
                     logp[p] = log10_p[m][row]
-        rows = above
-    return logp
+                    at[found], rows[found], found = p, row, found + 1  # (found <= j)
+        A = found
+    predicted = np.empty(M - np.count_nonzero(offset == 0))  # all but the <s>
+    i = 0
+    for p in range(M):
+        if offset[p] > 0:
+            predicted[i] = logp[p]
+            i += 1
+    return predicted
+
+
+# What :func:`read_text` found wrong in a text (0: nothing), with the byte where it found it.
+TEXT_CONTROL = 1  # a tab, a carriage return or another control character
+TEXT_SPACE = 2  # two spaces in a row, or a space at the start or the end of a line
+TEXT_BOUNDARY = 3  # a word that is <s> or </s>
+
+_HASH_P_U64 = np.uint64(_HASH_P)
+
+
+@numba.njit(cache=True)
+def read_text(
+    pieces: np.ndarray,
+    n: int,
+    vocab_keys: np.ndarray,
+    vocab_homes: int,
+    vocab_ids: np.ndarray,
+    bos: int,
+    eos: int,
+):
+    """The id stream of a text of ``n`` bytes (UTF-8: one sentence per line, words separated by
+    one space), each sentence as ``<s> w1 ... wk </s>``: each word is hashed
+    (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h = sum_j c_j P**j``) and
+    looked up among the vocabulary's hashes (``vocab_ids`` of its slot; the last entry, read by
+    slot -1, is the id of a word outside the vocabulary). ``pieces[i]`` is the 8 bytes from byte i
+    on, read as a little-endian number (a view of the bytes followed by 8 zero bytes), so its
+    lowest byte is byte i.
+
+    Two passes: the first notes where every byte of 32 or less (a space, a newline, another
+    control character) is, without a branch (having counted them); the second reads each word
+    between two of them, 8 bytes at a time. The words' reads do not depend on each other, so the
+    processor overlaps them (a single pass that looked for each word's end as it read would wait
+    for every word before starting the next).
+
+    Returns ``stream`` (M,), ``offset`` (M,) the position of each token in its sentence (0 at its
+    ``<s>``), ``lengths`` (S,) each sentence's number of words, and an error: 0, or one of the
+    ``TEXT_*`` codes and the byte where it was met."""
+    K, lines = 1, 1  # separators and the end of the text; lines
+    for i in range(n):
+        byte = pieces[i] & np.uint64(255)
+        K += byte <= 32
+        lines += byte == 10
+    ends = np.empty(K, dtype=np.int64)  # (K,) where they are
+    K = 0
+    for i in range(n):
+        ends[K] = i
+        K += pieces[i] & np.uint64(255) <= 32
+    ends[K], K = n, K + 1
+    stream = np.empty(K + 2 * lines, dtype=np.int64)  # words <= K, plus <s> and </s> per line
+    offset = np.empty(K + 2 * lines, dtype=np.int64)
+    lengths = np.zeros(lines, dtype=np.int64)
+    t, s, k = 0, 0, 0  # tokens written, sentences begun, words of this sentence
+    start = 0  # the first byte after the last separator
+    for j in range(K):
+        end = ends[j]
+        after = pieces[end] & np.uint64(255) if end < n else np.uint64(10)  # (the end: a newline)
+        if after != 32 and after != 10:
+            return stream, offset, lengths, TEXT_CONTROL, end
+        if k == 0 and (start == 0 or pieces[start - 1] & np.uint64(255) == 10):
+            stream[t], offset[t], t = bos, 0, t + 1  # a line begins
+        if end > start:  # a word: its pieces, the last one cut to the word's bytes
+            h, power = np.uint64(0), np.uint64(1)
+            for at in range(start, end, 8):
+                piece = pieces[at] & _MASKS[min(end - at, 8)]
+                h, power = h + piece * power, power * _HASH_P_U64
+            word = vocab_ids[probe(vocab_keys, vocab_homes, np.int64(h))]
+            if word == bos or word == eos:
+                return stream, offset, lengths, TEXT_BOUNDARY, start
+            k += 1
+            stream[t], offset[t], t = word, k, t + 1
+        elif k > 0 or after == 32:  # an empty word that is not an empty line
+            return stream, offset, lengths, TEXT_SPACE, end
+        if after == 10:  # the line ends
+            stream[t], offset[t], t = eos, k + 1, t + 1
+            lengths[s], s, k = k, s + 1, 0
+        start = end + 1
+    return stream[:t], offset[:t], lengths, 0, 0

@@ -415,6 +415,12 @@ def test_text_scoring_bad_text_says_what_is_wrong(tmp_path):
         lm.log10_probs_text("I am ")
     with pytest.raises(ValueError, match="tab"):
         lm.log10_probs_text("I\tam")
+    with pytest.raises(ValueError, match="carriage return"):
+        lm.log10_probs_text("I am\r\nam")
+    with pytest.raises(ValueError, match="line 3 .* space at its start"):
+        lm.log10_probs_text("I am\n\n am")
+    with pytest.raises(ValueError, match="line 2 .* space at its start or end"):
+        lm.log10_probs_text("I\nam \nI")
     with pytest.raises(ValueError, match="<s> or </s>"):
         lm.log10_probs_text("I </s> am")
     with pytest.raises(TypeError, match="must be a str"):
@@ -430,3 +436,52 @@ def test_a_vocabulary_hash_collision_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(arpa, "_span_hashes", lambda buf, s, e: buf[s].astype(np.int64))
     with pytest.raises(ValueError, match="share a 64-bit hash"):
         read_arpa(path)
+
+
+def test_the_compiled_text_reader_finds_what_a_dict_finds(tmp_path):
+    """_read_text (one compiled pass that cuts, hashes and looks up the words 8 bytes at a time)
+    against Python's split and dict: vocabulary words of 1 to 20 bytes (8 and 16 among them, whole
+    pieces), ASCII and multi-byte UTF-8, and unknown words that share a piece or a prefix with
+    them; empty lines, and lines of one word."""
+    rng = np.random.default_rng(1)
+    letters = list("abcdefghijklmnopqrstuvwxyz'-.") + ["é", "ß", "中", "😀"]
+    vocab = sorted({"".join(rng.choice(letters, size=k)) for k in range(1, 21) for _ in range(5)})
+    vocab += ["abcdefgh", "abcdefghijklmnop"]
+    model = NGramLM(2, "kneser-ney").fit([vocab[i : i + 7] for i in range(0, len(vocab), 7)], 1)
+    lm = read_arpa(model.to_arpa(tmp_path / "m.arpa"))
+    unknown = ["abcdefg", "abcdefghi", "abcdefghijklmnopq", "abcdefghijklmno", "zzzzzzzzzzzzzzzzz"]
+    shorter = [w[:-1] for w in vocab if len(w) > 1]
+    words = vocab + unknown + [w + "x" for w in vocab[:40]] + shorter[:40]
+    words = [str(w) for w in rng.permutation(words)]
+    sentences = [words[i : i + 9] for i in range(0, len(words), 9)] + [[], ["I"], [], ["a"]]
+    stream, offset, lengths = lm._read_text("\n".join(" ".join(s) for s in sentences))
+    want = [lm.index_[t] for s in sentences for t in ["<s>", *s, "</s>"]]
+    assert stream.tolist() == want
+    assert offset.tolist() == [i for s in sentences for i in range(len(s) + 2)]
+    assert lengths.tolist() == [len(s) for s in sentences]
+    assert (stream == lm.index_["<unk>"]).sum() > len(unknown)
+    assert set(stream.tolist()) >= {lm.index_[w] for w in vocab}
+
+
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+def test_a_file_without_unk_at_every_order_equals_the_readable_recursion(tmp_path, order):
+    """Unknown words (id -1 when the file has no <unk>) at every place in a sentence, from token
+    lists and from text, against log10_prob, one n-gram at a time."""
+    path = NGramLM(order, "kneser-ney").fit(TRAIN, min_count=1).to_arpa(tmp_path / "m.arpa")
+    lines = path.read_text().splitlines()
+    unk = [line for line in lines if "<unk>" in line]  # only the unigram: min_count=1
+    assert len(unk) == 1 and unk[0].split("\t")[1] == "<unk>"
+    count = int(next(line for line in lines if line.startswith("ngram 1=")).split("=")[1])
+    lines = [f"ngram 1={count - 1}" if line.startswith("ngram 1=") else line for line in lines]
+    lines.remove(unk[0])
+    nounk = tmp_path / "nounk.arpa"
+    nounk.write_text("\n".join(lines) + "\n")
+    lm = read_arpa(nounk)
+    assert "<unk>" not in lm.vocab
+    sentences = [["zzz"], ["I", "zzz", "am", "NLP"], ["zzz", "yyy", "I", "am"], ["I", "am", "zzz"]]
+    sentences += TEST
+    loop = [lm.log10_prob(w, s[:i]) for s in sentences for i, w in enumerate(s + ["</s>"])]
+    assert np.isinf(loop).sum() == 6
+    np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
+    text = "\n".join(" ".join(s) for s in sentences)
+    np.testing.assert_allclose(lm.log10_probs_text(text), loop, rtol=1e-12)
