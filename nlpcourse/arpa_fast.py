@@ -6,22 +6,22 @@ at once, so that reading chapter 1's models (and grading its exercise) does not 
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS
+from nlpcourse.compiled import njit_cached
 
-# Scoring a corpus is a few loops over its bytes and tokens, compiled by numba (``cache=True``:
-# the machine code is kept in __pycache__, so only the first calls on a machine pay for the
-# compiling, about 1 s of CPU in all, part of it once per model order). Their readable twins are
-# ``arpa.word_hash``, ``arpa._Table.find_one`` and ``arpa.ArpaLM.log10_prob`` (plain Python, one
-# word or one n-gram at a time), and the tests check that they agree. What makes them fast is
-# memory: the tables do not fit in the processor's nearer caches, so the loops are arranged for
-# the processor to wait for several look-ups at once (look-ups that do not depend on each other,
-# and :func:`prefetch`).
+# Scoring a corpus is a few loops over its bytes and tokens, compiled by numba
+# (:func:`nlpcourse.compiled.njit_cached`: the machine code is kept on disk, so only the first
+# calls on a machine pay for the compiling, about 1 s of CPU in all, part of it once per model
+# order). Their readable twins are ``arpa.word_hash``, ``arpa._Table.find_one`` and
+# ``arpa.ArpaLM.log10_prob`` (plain Python, one word or one n-gram at a time), and the tests check
+# that they agree. What makes them fast is memory: the tables do not fit in the processor's nearer
+# caches, so the loops are arranged for the processor to wait for several look-ups at once
+# (look-ups that do not depend on each other, and :func:`prefetch`).
 
 _FIBONACCI_U64 = np.uint64(_FIBONACCI)
 _SHIFT = np.uint64(32)
@@ -60,14 +60,14 @@ def prefetch(typingctx, array, index):
     return types.void(array, index), codegen
 
 
-@numba.njit(cache=True)
+@njit_cached
 def home(homes: int, key: int | np.int64) -> np.int64:
     """:meth:`nlpcourse.arpa._Table.home` of one key."""
     product = np.uint64(key) * _FIBONACCI_U64  # wraps at 2**64
     return np.int64(((product >> _SHIFT) * np.uint64(homes)) >> _SHIFT)
 
 
-@numba.njit(cache=True)
+@njit_cached
 def probe(keys: np.ndarray, homes: int, key: int | np.int64) -> int:
     """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
     slot = home(homes, key)
@@ -78,7 +78,7 @@ def probe(keys: np.ndarray, homes: int, key: int | np.int64) -> int:
     return -1
 
 
-@numba.njit(cache=True)
+@njit_cached
 def find_all(keys: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray:
     """:meth:`nlpcourse.arpa._Table.find`: the slot of each of ``queries`` (-1 where absent), one
     probe after the other (they do not depend on each other, so the processor overlaps their
@@ -89,7 +89,7 @@ def find_all(keys: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True)
+@njit_cached
 def backoff_stream(
     stream: np.ndarray,
     offset: np.ndarray,
@@ -164,7 +164,7 @@ TEXT_BOUNDARY = 3  # a word that is <s> or </s>
 _HASH_P_U64 = np.uint64(_HASH_P)
 
 
-@numba.njit(cache=True)
+@njit_cached
 def read_text(
     pieces: np.ndarray,
     n: int,

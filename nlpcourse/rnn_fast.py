@@ -20,17 +20,18 @@ doubled first, and ``tanh(a) = 2 sigma(2a) - 1``.
 Each compiled function loops over the batch rows and, within a row, runs one short loop per
 quantity: loops that read a few arrays and write one are what the compiler turns into vector
 instructions (one loop writing five arrays is not, and is about twice as slow). Compiled with
-``cache=True``: the machine code is kept in ``__pycache__``, so only the first call on a machine
-pays for the compiling, a second or two per dtype.
+:func:`nlpcourse.compiled.njit_cached`: the machine code is kept on disk, so only the first call
+on a machine pays for the compiling, a second or two per dtype.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from nlpcourse.compiled import njit_cached
 
 # Arrays are numpy views of the layer's torch tensors (same memory): ``gates`` (T, B, 4H) the
 # gates of every step, ``cs`` (T+1, B, H) the cells c_0 .. c_T, ``tanh_c`` (T, B, H) tanh(c_t),
@@ -38,7 +39,7 @@ from torch.autograd.function import once_differentiable
 # and writes c_{t+1} and h_{t+1} (the book's step t + 1).
 
 
-@numba.njit(cache=True)
+@njit_cached
 def cell_step(t: int, gates: np.ndarray, cs: np.ndarray, tanh_c: np.ndarray) -> None:
     """Eq. (lstm-c) for step ``t``: ``c_{t+1} = f * c_t + i * g``, and a copy of it in
     ``tanh_c[t]`` for torch's in-place tanh.
@@ -59,7 +60,7 @@ def cell_step(t: int, gates: np.ndarray, cs: np.ndarray, tanh_c: np.ndarray) -> 
             c_copy[j] = c[j]
 
 
-@numba.njit(cache=True)
+@njit_cached
 def hidden_step(t: int, gates: np.ndarray, tanh_c: np.ndarray, hs: np.ndarray) -> None:
     """Eq. (lstm-h) for step ``t``: ``h_{t+1} = o * tanh(c_{t+1})``."""
     H = hs.shape[2]
@@ -69,7 +70,7 @@ def hidden_step(t: int, gates: np.ndarray, tanh_c: np.ndarray, hs: np.ndarray) -
             h[j] = o[j] * tc[j]
 
 
-@numba.njit(cache=True)
+@njit_cached
 def backward_step(
     t: int,
     gates: np.ndarray,
