@@ -216,36 +216,14 @@ def word_hash(word: bytes) -> int:
     return sum(c * pow(_HASH_P, j, 2**64) for j, c in enumerate(pieces)) % 2**64
 
 
-def _split_text(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cut ``text`` (sentences on lines, words separated by one space) into word spans without a
-    Python object per word: returns the UTF-8 bytes (N,) with a newline added at both ends (and 8
-    zero bytes after them, which :func:`_span_hashes` may read), the start and end of every word
-    (W,) in them, and each sentence's number of words (S,).
-
-    Every byte that is a space or a newline ends a span; a span between two newlines is an empty
-    sentence; any other empty span (two spaces in a row, a space at either end of a line) or a tab
-    or carriage return is refused with ``ValueError``."""
-    buf = np.frombuffer(b"\n" + text.encode("utf-8") + b"\n" + bytes(8), dtype=np.uint8)
-    sep = np.flatnonzero(buf[:-8] <= 32)  # (K,) spaces, newlines and any other control byte
-    if ((buf[sep] != 32) & (buf[sep] != 10)).any():
-        raise ValueError(
-            "the text holds a tab, a carriage return or another control character: separate "
-            "words by one space and sentences by a newline"
-        )
-    starts, ends = sep[:-1] + 1, sep[1:]  # (K-1,) the spans between separators
-    is_line = buf[sep] == 10  # (K,)
-    empty = starts == ends
-    empty_line = empty & is_line[:-1] & is_line[1:]
-    if (empty & ~empty_line).any():
-        at = int(np.count_nonzero(is_line[: int(np.flatnonzero(empty & ~empty_line)[0]) + 1]))
-        raise ValueError(
-            f"line {at} of the text has two spaces in a row or a space at its start or end: "
-            "separate words by exactly one space"
-        )
-    sentence = np.cumsum(is_line[:-1]) - 1  # (K-1,) the sentence each span belongs to
-    word = ~empty
-    lengths = np.bincount(sentence[word], minlength=int(sentence[-1]) + 1)  # (S,)
-    return buf, starts[word], ends[word], lengths
+def _word_spans(words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of ``words``, one after another, with 8 zero bytes after them (which
+    :func:`_span_hashes` may read), and the start and end (W,) of every word in them."""
+    encoded = [w.encode("utf-8") for w in words]
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))  # (W,)
+    ends = np.cumsum(lengths)
+    buf = np.frombuffer(b"".join(encoded) + bytes(8), dtype=np.uint8)
+    return buf, ends - lengths, ends
 
 
 def _span_hashes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -274,9 +252,12 @@ class _Vocabulary:
     entry, read by slot -1, is ``missing``."""
 
     def __init__(self, words: list[str], priority: np.ndarray | None, missing: int):
-        buf, starts, ends, _ = _split_text("\n".join(words))
-        if len(starts) != len(words):
-            raise ValueError("a vocabulary word holds a space or is empty: it has no text form")
+        buf, starts, ends = _word_spans(words)
+        if (starts == ends).any() or (buf[:-8] <= 32).any():
+            raise ValueError(
+                "a vocabulary word is empty or holds a space or a control character: it has no "
+                "text form"
+            )
         try:
             self.table = _Table(_span_hashes(buf, starts, ends), priority=priority, room=2)
         except ValueError:
