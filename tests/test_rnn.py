@@ -235,17 +235,14 @@ def test_lstm_layer_compiles_only_cpu_float32_and_float64():
     """The layer's choice of path: compiled for CPU tensors in float32 or float64, all of one
     dtype; torch operations otherwise (half precision, another device, mixed dtypes). A bfloat16
     layer runs the torch operations and agrees with torch.nn.LSTM in bfloat16."""
-    layer = rnn.LSTM(3, 4)
-    weights = list(layer.parameters())
+    weights = list(rnn.LSTM(3, 4).parameters())
+    args = [torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights]  # x, a state, the weights
     for dtype in (torch.float32, torch.float64):
-        args = [t.to(dtype) for t in (torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights)]
-        assert rnn._lstm_through_time(*args) is rnn_fast.LSTMThroughTime
-    for dtype in (torch.bfloat16, torch.float16):
-        args = [t.to(dtype) for t in (torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights)]
-        assert rnn._lstm_through_time(*args) is rnn._LSTMThroughTime
-    meta = [t.to("meta") for t in (torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights)]
-    assert rnn._lstm_through_time(*meta) is rnn._LSTMThroughTime
-    mixed = [torch.zeros(2, 1, 3, dtype=torch.float64), torch.zeros(1, 4), *weights]
+        chosen = rnn._lstm_through_time(*[t.to(dtype) for t in args])
+        assert chosen is rnn_fast.LSTMThroughTime
+    for kind in (torch.bfloat16, torch.float16, "meta"):
+        assert rnn._lstm_through_time(*[t.to(kind) for t in args]) is rnn._LSTMThroughTime
+    mixed = [args[0].double(), *args[1:]]
     assert rnn._lstm_through_time(*mixed) is rnn._LSTMThroughTime
 
     ours, ref = pair("lstm", 3, 4, torch.bfloat16)
