@@ -41,14 +41,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # of benchmarks/g2p_sweep.py (book/results/transformer_g2p_sweep.json): d = 256 with 2
     # blocks a side and dropout 0.1, which reached 28.7% greedy WER without stress on the
     # validation split in 16,000 steps there. A step of it took 0.183 s of wall time with 2
-    # threads on the idle 2-core machine (d = 192 without dropout, the previous record's
-    # recipe: 0.088 s), so 17,000 steps are about 52 minutes; max_minutes stops the training
-    # at 54 if the machine is slower. Beam search, one word and one hypothesis at a time
+    # threads on the idle 2-core machine over a few batches (d = 192 without dropout, the
+    # previous record's recipe: 0.088 s), and 0.21 s in the first minute of a recorded run, so
+    # 15,000 steps are about 52 minutes; max_minutes stops the training at 55 if the machine is
+    # slower. Beam search, one word and one hypothesis at a time
     # through chapter 5's beam_search, decodes every `beam_every`-th test word (greedy decodes
     # all)
     "g2p": dict(
         D=256, H=4, n_layers=2, D_ff=1024, dropout=0.1, label_smoothing=0.1,
-        batch_size=128, lr=2e-3, clip=1.0, seed=0, steps=17000, max_minutes=54.0, log_every=25,
+        batch_size=128, lr=2e-3, clip=1.0, seed=0, steps=15000, max_minutes=55.0, log_every=25,
         valid_every=2500, valid_words=200, beam_size=5, length_penalty=0.0, max_len=30,
         beam_every=4,
     ),
