@@ -73,3 +73,21 @@ def test_transformer_g2p_first_steps_reproduce_the_recorded_loss():
     _transformer_g2p_record()
     recorded, again = first_losses(TRANSFORMER_G2P, n_points=1)
     assert again == pytest.approx(recorded, rel=1e-4)
+
+
+def test_the_recorded_g2p_recipe_is_the_best_of_the_gpu_sweep():
+    # benchmarks/g2p_sweep.py's record: each recipe stopped at its steps or at the time limit,
+    # as it says, and the recorded run's command trains the recipe with the lowest validation WER
+    from nlpcourse.records import RESULTS_DIR, load_record
+    from nlpcourse.transformer_runs import CONFIGS
+
+    if not (RESULTS_DIR / "transformer_g2p_sweep.json").exists():
+        pytest.skip("the sweep's record has not been written yet")
+    runs = load_record("transformer_g2p_sweep")["metrics"]["runs"]
+    for run in runs:
+        assert run["trained"] <= run["steps"]
+        assert (run["why"] == "done") == (run["trained"] == run["steps"]), run["name"]
+    best = min(runs, key=lambda r: min(r["final"]["wer_ns"], r["ema"]["wer_ns"]))
+    recipe = CONFIGS["g2p"]
+    sizes = (recipe["D"], recipe["n_layers"], recipe["D_ff"], recipe["dropout"])
+    assert sizes == (best["D"], best["L"], best["ff"], best["drop"]), best["name"]
