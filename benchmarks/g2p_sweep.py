@@ -41,6 +41,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import nlpcourse.transformer as tfm  # noqa: E402
 from nlpcourse import seq2seq as s2s  # noqa: E402
+from nlpcourse.transformer_runs import rates_of  # noqa: E402
 
 DATA = Path(".sweep/data.pt")  # the split as ids, made here by `prep` (no CMUdict on the GPU)
 RECORD = "transformer_g2p_sweep"
@@ -100,10 +101,6 @@ def fused_attention(q, k, v, mask=None, causal=False):  # type: ignore[no-untype
     if causal and T_q > 1:
         mask = tfm.causal_mask_last(T_q, T_k, q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-
-def strip(pron: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(p.rstrip("012") for p in pron)
 
 
 class Run:
@@ -273,12 +270,9 @@ class Run:
                 p.data.copy_(e)
         if self.stream is not None:
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-        refs = [valid[w] for w in words]
-        wer, per = s2s.error_rates(preds, refs)
-        wer_ns, per_ns = s2s.error_rates(
-            [strip(p) for p in preds], [[strip(r) for r in rs] for rs in refs]
-        )
-        return dict(wer=wer, per=per, wer_ns=wer_ns, per_ns=per_ns)
+        rates = rates_of({"words": words, "predictions": preds}, valid)  # chapter 6's scoring
+        return dict(wer=rates["wer"], per=rates["per"], wer_ns=rates["wer_no_stress"],
+                    per_ns=rates["per_no_stress"])  # fmt: skip
 
 
 def run(out: str, minutes: float, configs: list[dict[str, Any]], width: int = 6) -> None:
