@@ -118,60 +118,76 @@ PROBE = 8  # free slots at the end of a table: a search never runs off it
 
 
 class _Table:
-    """A hash table of one order's integer n-gram keys, searched for many keys at once in numpy.
+    """A hash table of integer keys, each slot holding a key and the values kept with it, searched
+    for many keys at once in a compiled loop.
 
     Open addressing with linear probing (Knuth, TAOCP 6.4), as KenLM's probing tables: a key's
     home slot is ``key * _FIBONACCI mod 2**64`` scaled to ``homes`` (its top 32 bits times
     ``homes``, over 2**32); a key that finds its home taken goes to the next slot, and so on, and a
     search walks the same way until it meets the key or a free slot. Instead of wrapping from the
     last slot to the first, the walk runs on into a spare tail, which always ends in
-    :data:`PROBE` free slots. A key's slot is its *row*: the caller keeps each n-gram's numbers in
-    arrays indexed by slot. With ``room`` homes per key (1.5: two thirds taken), a search that
-    finds its key takes about two steps on average and one that does not about five (Knuth); the
-    keys placed first (the likeliest) sit at home. :meth:`find` searches many keys in one
-    compiled loop.
-    :meth:`__init__` leaves where each key went in ``slots``.
+    :data:`PROBE` free slots (so the last slot is free). With ``room`` homes per key (1.5: two
+    thirds taken), a search that finds its key takes about two steps on average and one that does
+    not about five (Knuth); the keys placed first (the likeliest) sit at home.
+
+    ``entries`` (slots,) is a structured array: the field ``key`` holds each slot's key
+    (:data:`_EMPTY` where free) and the fields ``fields`` the values the caller keeps with it (zero
+    until it fills them), side by side, as KenLM's entries: a search that finds a key has its
+    values in the same cache line. :meth:`__init__` leaves where each key went in ``slots``.
     """
 
-    def __init__(self, keys: np.ndarray, priority: np.ndarray | None = None, room: float = ROOM):
+    def __init__(
+        self,
+        keys: np.ndarray,
+        priority: np.ndarray | None = None,
+        room: float = ROOM,
+        fields: list[tuple[str, type]] | None = None,
+    ):
         self.homes = int(room * len(keys)) + 1
         if self.homes >= 2**32:
             raise ValueError(f"a table of {len(keys):,} n-grams is too large for one order")
-        # (homes + tail,) the key in each slot
-        self.keys = np.full(self.homes + 2 * PROBE, _EMPTY, dtype=np.int64)
         keys = np.asarray(keys, dtype=np.int64)
+        table = np.full(self.homes + 2 * PROBE, _EMPTY, dtype=np.int64)  # the key in each slot
         if priority is None:
-            self.slots = self._insert(keys)  # (K,) where each key went
+            table, self.slots = self._insert(table, keys)  # (K,) where each key went
         else:  # the keys looked up most often first: they get their home slot, one probe
             first = np.argsort(-np.asarray(priority), kind="stable")  # (K,)
+            table, placed = self._insert(table, keys[first])
             self.slots = np.empty(len(keys), dtype=np.int64)
-            self.slots[first] = self._insert(keys[first])
+            self.slots[first] = placed
+        self.entries = np.zeros(len(table), dtype=[("key", np.int64)] + (fields or []))
+        self.entries["key"] = table
         self.count = len(keys)
 
-    def _insert(self, keys: np.ndarray) -> np.ndarray:
-        """Place ``keys`` (unique, or ``ValueError``), all at once: in each round every key not
-        placed yet tries its current slot; of the keys that find it free the first in ``keys``
-        wins it, and the others step on to the next slot. So a key that comes first among the
-        keys with its home slot is placed there. The slots a key passed were all taken, so a
-        search from its home finds it before any free slot."""
+    def _insert(self, table: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Place ``keys`` (unique, or ``ValueError``) in the free slots of ``table``, all at once:
+        in each round every key not placed yet tries its current slot; of the keys that find it
+        free the first in ``keys`` wins it, and the others step on to the next slot. So a key that
+        comes first among the keys with its home slot is placed there. The slots a key passed were
+        all taken, so a search from its home finds it before any free slot. Returns the table
+        (grown or cut to end in :data:`PROBE` free slots) and where each key went."""
         slots = np.full(len(keys), -1, dtype=np.int64)
         slot, todo = self.home(keys), np.arange(len(keys))  # (K,), (T,) keys not placed yet
         while len(todo):
-            if slot[todo].max(initial=0) + PROBE >= len(self.keys):  # keep PROBE free at the end
-                self.keys = np.append(self.keys, np.full(len(self.keys) // 8, _EMPTY))
-            free = todo[self.keys[slot[todo]] == _EMPTY]
+            if slot[todo].max(initial=0) + PROBE >= len(table):  # keep PROBE free at the end
+                table = np.append(table, np.full(len(table) // 8, _EMPTY))
+            free = todo[table[slot[todo]] == _EMPTY]
             # several keys may claim one slot; the first in ``keys`` wins (np.unique keeps it)
             _, winner = np.unique(slot[free], return_index=True)
             won = free[winner]
-            self.keys[slot[won]] = keys[won]
+            table[slot[won]] = keys[won]
             slots[won] = slot[won]
             todo = todo[slots[todo] < 0]
-            if (self.keys[slot[todo]] == keys[todo]).any():  # equal keys travel together
+            if (table[slot[todo]] == keys[todo]).any():  # equal keys travel together
                 raise ValueError("a key is inserted twice")
             slot[todo] += 1
-        tail = np.flatnonzero(self.keys != _EMPTY).max(initial=0) + 1 + PROBE
-        self.keys = self.keys[: max(tail, self.homes + PROBE)].copy()
-        return slots
+        tail = np.flatnonzero(table != _EMPTY).max(initial=0) + 1 + PROBE
+        return table[: max(tail, self.homes + PROBE)], slots
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The key in each slot (a view of ``entries``)."""
+        return self.entries["key"]
 
     def __len__(self) -> int:
         return self.count
@@ -188,7 +204,7 @@ class _Table:
         (:func:`nlpcourse.arpa_fast.find_all`)."""
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
 
-        return arpa_fast.find_all(self.keys, self.homes, np.asarray(keys, dtype=np.int64))
+        return arpa_fast.find_all(self.entries, self.homes, np.asarray(keys, dtype=np.int64))
 
     def find_one(self, key: int) -> int:
         """:meth:`find` for one key, as it reads: walk from the home slot to the key or a gap."""
@@ -248,8 +264,9 @@ def _span_hashes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
 
 class _Vocabulary:
     """The vocabulary's word hashes in a :class:`_Table` (half its slots free: the words of a text
-    are looked up all at once, many of them absent), and the word id of each slot; the last
-    entry, read by slot -1, is ``missing``."""
+    are looked up all at once, many of them absent), each with its word id; a free slot holds the
+    id ``missing``, which a word outside the vocabulary reads (its search ends at slot -1, the
+    last, which is free)."""
 
     def __init__(self, words: list[str], priority: np.ndarray | None, missing: int):
         buf, starts, ends = _word_spans(words)
@@ -259,16 +276,22 @@ class _Vocabulary:
                 "text form"
             )
         try:
-            self.table = _Table(_span_hashes(buf, starts, ends), priority=priority, room=2)
+            hashes = _span_hashes(buf, starts, ends)
+            self.table = _Table(hashes, priority=priority, room=2, fields=[("id", np.int64)])
         except ValueError:
             raise ValueError("two vocabulary words share a 64-bit hash") from None
-        self.ids = np.full(len(self.table.keys) + 1, missing, dtype=np.int64)
-        self.ids[self.table.slots] = np.arange(len(words))
+        self.read_missing_as(missing)
+        self.table.entries["id"][self.table.slots] = np.arange(len(words))
         del self.table.slots
+
+    def read_missing_as(self, missing: int) -> None:
+        """Give a word outside the vocabulary the id ``missing``."""
+        entries = self.table.entries
+        entries["id"][entries["key"] == _EMPTY] = missing
 
     def __call__(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The id of each word span ``buf[s:e]`` (``missing`` for a word outside)."""
-        return np.take(self.ids, self.table.find(_span_hashes(buf, starts, ends)))
+        return self.table.entries["id"][self.table.find(_span_hashes(buf, starts, ends))]
 
 
 class _WordIds(dict):
@@ -288,6 +311,7 @@ class _WordIds(dict):
 # ---------------------------------------------------------------------------------- the model
 
 VALUE = np.float32  # log10 numbers as KenLM holds them: 24 bits, about 7 significant digits
+NUMBERS = [("log10_p", VALUE), ("log10_b", VALUE)]  # an n-gram's numbers, kept beside its key
 
 
 class ArpaLM:
@@ -300,12 +324,14 @@ class ArpaLM:
     (probability 0 if the file has no ``<unk>``).
 
     Attributes: ``order``, ``vocab`` (every unigram, ``<s>`` included), ``index_`` (word to id),
-    ``base_ = |V| + 1``, and per order m >= 2 a hash table ``tables_[m]`` (:class:`_Table`) of the
-    m-gram keys. An m-gram's *row* is its word id (m = 1) or its slot in that table; ``log10_p_[m]``
-    and, below the top order, ``log10_b_[m]`` hold its numbers in that row (single precision, as
-    KenLM holds them), plus one last entry read by row -1 (an n-gram that is not listed): log10
-    b = 0 (b = 1), and log10 p = -inf for the unigram of a word outside the vocabulary, whose id is
-    -1. ``nbytes`` is the memory of these arrays.
+    ``base_ = |V| + 1``, ``unigrams_`` and per order m >= 2 a hash table ``tables_[m]``
+    (:class:`_Table`) of the m-gram keys. An m-gram's *row* is its word id (m = 1) or its slot in
+    that table, and its numbers are kept in that row, beside its key (as KenLM holds them: 16
+    bytes a slot, in single precision): ``unigrams_[row]`` or ``tables_[m].entries[row]``, fields
+    ``log10_p`` and ``log10_b`` (:data:`NUMBERS`; ``log10_p_[m]`` and, below the top order,
+    ``log10_b_[m]`` are views of them). Row -1 (an n-gram that is not listed) reads a row that
+    lists nothing: log10 b = 0 (b = 1), and log10 p = -inf (for the unigram of a word outside the
+    vocabulary, whose id is -1). ``nbytes`` is the memory of these arrays.
     """
 
     def __init__(
@@ -332,9 +358,9 @@ class ArpaLM:
             if m == 1:
                 if not (ids[:, 0] == np.arange(len(vocab))).all():
                     raise ValueError("the unigrams must be numbered 0, 1, ... in file order")
-                rows, size = ids[:, 0], len(ids)
                 self.words_ = words or _Vocabulary(vocab, logp, -1)
-                self.words_.ids[-1] = self.index_.unk  # a word outside reads as <unk>
+                rows, numbers = ids[:, 0], np.zeros(len(vocab) + 1, dtype=NUMBERS)
+                self.unigrams_ = numbers  # (|V| + 1,) the last row: a word outside
             else:
                 suffix = self._rows(ids[:, 1:])
                 if (suffix < 0).any():
@@ -346,25 +372,30 @@ class ArpaLM:
                     )
                 try:
                     # the likeliest m-grams first: a proxy for the ones a text holds most
-                    self.tables_[m] = _Table(suffix * self.base_ + ids[:, 0], priority=logp)
+                    table = _Table(suffix * self.base_ + ids[:, 0], priority=logp, fields=NUMBERS)
                 except ValueError:
                     raise ValueError(f"the ARPA file lists some {m}-gram twice") from None
-                rows, size = self.tables_[m].slots, len(self.tables_[m].keys)
-                del self.tables_[m].slots  # only needed here
-            self.log10_p_[m] = np.full(size + 1, -np.inf, dtype=VALUE)  # the last entry: row -1
-            self.log10_p_[m][rows] = logp
+                rows, numbers = table.slots, table.entries  # (the last slot is always free)
+                del table.slots  # only needed here
+                self.tables_[m] = table
+            numbers["log10_p"] = -np.inf  # rows that list nothing (b = 1: the zeros)
+            numbers["log10_p"][rows] = logp
+            self.log10_p_[m] = numbers["log10_p"]
             if m < order:  # the top order's weights are never used
-                self.log10_b_[m] = np.zeros(size + 1, dtype=VALUE)  # row -1: b = 1
-                self.log10_b_[m][rows] = logb
+                numbers["log10_b"][rows] = logb
+                self.log10_b_[m] = numbers["log10_b"]
         if len(self.log10_p_) != order:
             raise ValueError(f"an order-{order} model needs {order} levels")
+        # a word outside the vocabulary reads as <unk> (only now: while the file's n-grams were
+        # read, such a word was an error)
+        self.words_.read_missing_as(self.index_.unk)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the model's arrays: the hash tables, the numbers and the word hashes."""
-        arrays = [t.keys for t in self.tables_.values()] + [self.words_.table.keys, self.words_.ids]
-        arrays += list(self.log10_p_.values()) + list(self.log10_b_.values())
-        return sum(a.nbytes for a in arrays)
+        """Bytes held by the model's arrays: the hash tables with their numbers, the unigrams'
+        numbers and the word hashes."""
+        arrays = [t.entries for t in self.tables_.values()] + [self.unigrams_]
+        return sum(a.nbytes for a in arrays) + self.words_.table.entries.nbytes
 
     # ---------------------------------------------------------------- one n-gram at a time
 
@@ -421,17 +452,14 @@ class ArpaLM:
         ``<s> w1 ... wk </s>``, and ``offset`` each token's position in its sentence
         (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, compiled
         loops over the tokens; here its arguments are gathered: per order m, indexed by m (an
-        empty array where an order has none), the tables' slots and homes and the log10
-        numbers."""
-        none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=VALUE)
+        empty table for m = 0 and 1), the tables' slots and homes."""
         orders = range(self.order + 1)
-        keys = tuple(self.tables_[m].keys if m >= 2 else none_i for m in orders)
+        none = np.empty(0, dtype=[("key", np.int64)] + NUMBERS)  # a table's slots, none
+        tables = tuple(self.tables_[m].entries if m >= 2 else none for m in orders)
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
-        log10_p = tuple(self.log10_p_.get(m, none_f) for m in orders)
-        log10_b = tuple(self.log10_b_.get(m, none_f) for m in orders)
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
 
-        return arpa_fast.backoff_stream(stream, offset, self.base_, keys, homes, log10_p, log10_b)
+        return arpa_fast.backoff_stream(stream, offset, self.base_, self.unigrams_, tables, homes)
 
     def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``, and each token's
@@ -466,7 +494,7 @@ class ArpaLM:
         pieces = np.ndarray((len(data) + 1,), dtype="<u8", buffer=buf, strides=(1,))  # 8 at i
         bos, eos, table = self.index_[BOS], self.index_[EOS], self.words_.table
         stream, offset, lengths, error, at = arpa_fast.read_text(
-            pieces, len(data), table.keys, table.homes, self.words_.ids, bos, eos
+            pieces, len(data), table.entries, table.homes, bos, eos
         )
         if error == arpa_fast.TEXT_CONTROL:
             raise ValueError(

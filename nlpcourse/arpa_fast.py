@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS
+from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS, VALUE
 from nlpcourse.compiled import njit_cached
 
 # Scoring a corpus is a few loops over its bytes and tokens, compiled by numba
@@ -68,24 +68,25 @@ def home(homes: int, key: int | np.int64) -> np.int64:
 
 
 @njit_cached
-def probe(keys: np.ndarray, homes: int, key: int | np.int64) -> int:
-    """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table, or -1."""
+def probe(entries: np.ndarray, homes: int, key: int | np.int64) -> int:
+    """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table whose
+    slots are ``entries`` (field ``key``), or -1."""
     slot = home(homes, key)
-    while keys[slot] != _EMPTY:
-        if keys[slot] == key:
+    while entries[slot].key != _EMPTY:
+        if entries[slot].key == key:
             return int(slot)
         slot += 1
     return -1
 
 
 @njit_cached
-def find_all(keys: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray:
+def find_all(entries: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray:
     """:meth:`nlpcourse.arpa._Table.find`: the slot of each of ``queries`` (-1 where absent), one
     probe after the other (they do not depend on each other, so the processor overlaps their
     memory reads)."""
     out = np.empty(len(queries), dtype=np.int64)
     for i in range(len(queries)):
-        out[i] = probe(keys, homes, queries[i])
+        out[i] = probe(entries, homes, queries[i])
     return out
 
 
@@ -94,58 +95,62 @@ def backoff_stream(
     stream: np.ndarray,
     offset: np.ndarray,
     base: int,
-    keys: tuple[np.ndarray, ...],
+    unigrams: np.ndarray,
+    tables: tuple[np.ndarray, ...],
     homes: np.ndarray,
-    log10_p: tuple[np.ndarray, ...],
-    log10_b: tuple[np.ndarray, ...],
 ) -> np.ndarray:
     """log10 P of every token of ``stream`` after the words before it in its sentence, except
     the ``<s>`` (offset 0), which are not predictions (:meth:`nlpcourse.arpa.ArpaLM._log10_stream`
-    gives the arguments; index m of ``keys``, ``homes``, ``log10_p``, ``log10_b`` is order m).
+    gives the arguments: ``unigrams`` the numbers of each word id, ``log10_p`` and ``log10_b``,
+    and index m of ``tables`` and ``homes`` the slots of order m, each a key and its numbers).
 
     One pass per order m over the positions p where an (m-1)-gram is listed: ``at`` (A,) holds
-    them, in order, and ``rows`` (A,) the row of that (m-1)-gram; ``logp[p]`` is the log10
-    probability of the token at p under the file cut at order m-1. Going up one order is eq.
-    (ngram-backoff) itself: the token at p+1 backs off to order m-1 with the weight of its
-    context, the (m-1)-gram ending at p, unless the m-gram ending at p+1 is listed, and then its
-    probability replaces the sum (p+1 is visited after p). That m-gram can be listed only where
-    the (m-1)-gram ending at p+1 is (the file lists the suffix of every n-gram it lists), so the
-    positions of the next pass are those of this one where the m-gram is found: fewer at each
-    order. It is looked up only within the sentence (``<s>`` at most its first word); an id -1
-    (a word the file does not know, when it has no ``<unk>``) is in no listed n-gram. The
-    look-ups of one pass do not depend on each other: the slots of the one :data:`AHEAD`
-    positions on are fetched (:func:`prefetch`) before this one is searched, its home slot and the
-    8th after it (a search that does not find its key walks 5 slots on average, at the load of
-    two thirds: the next cache line of 8 slots, often)."""
-    order, M = len(log10_p) - 1, len(stream)
+    them, in order, ``rows`` (A,) the row of that (m-1)-gram and ``back`` (A,) its log10 b;
+    ``logp[p]`` is the log10 probability of the token at p under the file cut at order m-1. Going
+    up one order is eq. (ngram-backoff) itself: the token at p+1 backs off to order m-1 with the
+    weight of its context, the (m-1)-gram ending at p, unless the m-gram ending at p+1 is listed,
+    and then its probability replaces the sum (p+1 is visited after p). That m-gram can be listed
+    only where the (m-1)-gram ending at p+1 is (the file lists the suffix of every n-gram it
+    lists), so the positions of the next pass are those of this one where the m-gram is found:
+    fewer at each order. It is looked up only within the sentence (``<s>`` at most its first
+    word); an id -1 (a word the file does not know, when it has no ``<unk>``) is in no listed
+    n-gram. The look-ups of one pass do not depend on each other: the slots of the one
+    :data:`AHEAD` positions on are fetched (:func:`prefetch`) before this one is searched, its
+    home slot and the 3rd after it (a slot is 16 bytes, 4 to a cache line; a search that does
+    not find its key walks 5 slots on average, at the load of two thirds). A found n-gram's
+    numbers are in its slot, fetched with its key."""
+    order, M = len(tables) - 1, len(stream)
     logp = np.empty(M)  # (M,)
     at = np.empty(M, dtype=np.int64)  # (A,) positions with a listed (m-1)-gram ending there
     rows = np.empty(M, dtype=np.int64)  # (A,) its row
+    back = np.empty(M, dtype=VALUE)  # (A,) its log10 b
     query = np.empty(M, dtype=np.int64)  # (A,) the key of the m-gram ending there, or -1
     A = 0
     for p in range(M):
-        logp[p] = log10_p[1][stream[p]]  # (id -1, unknown: the last entry, -inf)
-        if stream[p] >= 0:  # order 1: a unigram's row is its word id
-            at[A], rows[A], A = p, stream[p], A + 1
+        w = stream[p]
+        logp[p] = unigrams[w].log10_p  # (id -1, unknown: the last row, -inf)
+        if w >= 0:  # order 1: a unigram's row is its word id
+            at[A], rows[A], back[A], A = p, w, unigrams[w].log10_b, A + 1
     for m in range(2, order + 1):
-        table, found = keys[m], 0
+        slots, found = tables[m], 0
         for j in range(A):
             first = stream[at[j] - m + 1]
             inside = offset[at[j]] >= m - 1 and first >= 0
             query[j] = rows[j] * base + first if inside else -1
         for j in range(A):
-            if j + AHEAD < A and query[j + AHEAD] >= 0:  # its home slot, and the 8th after it
+            if j + AHEAD < A and query[j + AHEAD] >= 0:  # its home slot, and the 3rd after it
                 slot = home(homes[m], query[j + AHEAD])
-                prefetch(table, slot)  # type: ignore[call-arg]
-                prefetch(table, slot + 7)  # type: ignore[call-arg]
+                prefetch(slots, slot)  # type: ignore[call-arg]
+                prefetch(slots, slot + 3)  # type: ignore[call-arg]
             p = at[j]
             if p + 1 < M and offset[p + 1] >= m - 1:  # back off at p+1 with this context ...
-                logp[p + 1] += log10_b[m - 1][rows[j]]
+                logp[p + 1] += back[j]
             if query[j] >= 0:  # ... unless the m-gram there is listed
-                row = probe(table, homes[m], query[j])
+                row = probe(slots, homes[m], query[j])
                 if row >= 0:
-                    logp[p] = log10_p[m][row]
-                    at[found], rows[found], found = p, row, found + 1  # (found <= j)
+                    logp[p] = slots[row].log10_p
+                    at[found], rows[found], back[found] = p, row, slots[row].log10_b
+                    found += 1  # (found <= j)
         A = found
     predicted = np.empty(M - np.count_nonzero(offset == 0))  # all but the <s>
     i = 0
@@ -168,17 +173,17 @@ _HASH_P_U64 = np.uint64(_HASH_P)
 def read_text(
     pieces: np.ndarray,
     n: int,
-    vocab_keys: np.ndarray,
+    vocab: np.ndarray,
     vocab_homes: int,
-    vocab_ids: np.ndarray,
     bos: int,
     eos: int,
 ):
     """The id stream of a text of ``n`` bytes (UTF-8: one sentence per line, words separated by
     one space), each sentence as ``<s> w1 ... wk </s>``: each word is hashed
     (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h = sum_j c_j P**j``) and
-    looked up among the vocabulary's hashes (``vocab_ids`` of its slot; the last entry, read by
-    slot -1, is the id of a word outside the vocabulary). ``pieces[i]`` is the 8 bytes from byte i
+    looked up among the vocabulary's hashes (``vocab``: the slots of a table, each a hash and its
+    word's ``id``; the last slot, read by slot -1, is free and holds the id of a word outside the
+    vocabulary). ``pieces[i]`` is the 8 bytes from byte i
     on, read as a little-endian number (a view of the bytes followed by 8 zero bytes), so its
     lowest byte is byte i.
 
@@ -219,7 +224,7 @@ def read_text(
             for at in range(start, end, 8):
                 piece = pieces[at] & _MASKS[min(end - at, 8)]
                 h, power = h + piece * power, power * _HASH_P_U64
-            word = vocab_ids[probe(vocab_keys, vocab_homes, np.int64(h))]
+            word = vocab[probe(vocab, vocab_homes, np.int64(h))].id
             if word == bos or word == eos:
                 return stream, offset, lengths, TEXT_BOUNDARY, start
             k += 1

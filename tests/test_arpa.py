@@ -120,6 +120,11 @@ def test_models_without_a_back_off_form_are_refused(tmp_path):
             "\\2-grams:\n-1\t<s> x\n\\end\\\n",
             "'x' is not a unigram",
         ),
+        (  # a file with <unk>: its n-grams' words are still checked, not read as <unk>
+            "\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n-1\t<s>\n-1\t</s>\n-1\t<unk>\n"
+            "\\2-grams:\n-1\t<s> x\n\\end\\\n",
+            "'x' is not a unigram",
+        ),
         ("\\data\\\nngram 1=1\n\n\\1-grams:\n-1\ta\n\\end\\\n", "must include <s>"),
         (
             "\\data\\\nngram 1=3\nngram 2=1\nngram 3=1\n\n\\1-grams:\n-1\t<s>\n-1\t</s>\n-1\ta\n"
