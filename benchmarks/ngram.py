@@ -202,8 +202,8 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             logs_text, t_text = cpu_timed(ours.log10_probs_text, text, repeat=REPEAT)
             assert (logs_text == logs).all(), "text and token lists must score alike"
             _, t_model = cpu_timed(lm.token_probs, test, repeat=REPEAT)
-            stream, offset = ours._stream(test)  # the ids, with <s> and </s>
-            _, t_ids = cpu_timed(ours._log10_stream, stream, offset, repeat=REPEAT)
+            stream = ours._stream(test)  # the ids, with <s> and </s>
+            _, t_ids = cpu_timed(ours._log10_stream, stream, repeat=REPEAT)
             rss_ken = loaded_rss("kenlm", path)[-1]
             runtime, rss_ours = loaded_rss("ours", path)
         print(

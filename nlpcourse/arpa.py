@@ -446,44 +446,45 @@ class ArpaLM:
 
     # ---------------------------------------------------------------- a whole corpus at once
 
-    def _log10_stream(self, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    def _log10_stream(self, stream: np.ndarray) -> np.ndarray:
         """log10 P(stream[p] | the words before p in its sentence) at every position p but the
         ``<s>``, by eq. (ngram-backoff). ``stream`` is the corpus as ids, each sentence as
-        ``<s> w1 ... wk </s>``, and ``offset`` each token's position in its sentence
-        (:meth:`_assemble`). The work is :func:`nlpcourse.arpa_fast.backoff_stream`, compiled
-        loops over the tokens; here its arguments are gathered: per order m, indexed by m (an
-        empty table for m = 0 and 1), the tables' slots and homes."""
+        ``<s> w1 ... wk </s>`` (:meth:`_assemble`). The work is
+        :func:`nlpcourse.arpa_fast.backoff_stream`, compiled loops over the tokens; here its
+        arguments are gathered: per order m, indexed by m (an empty table for m = 0 and 1), the
+        tables' slots and homes."""
         orders = range(self.order + 1)
         none = np.empty(0, dtype=[("key", np.int64)] + NUMBERS)  # a table's slots, none
         tables = tuple(self.tables_[m].entries if m >= 2 else none for m in orders)
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
 
-        return arpa_fast.backoff_stream(stream, offset, self.base_, self.unigrams_, tables, homes)
+        bos = self.index_[BOS]
+        return arpa_fast.backoff_stream(stream, bos, self.base_, self.unigrams_, tables, homes)
 
-    def _stream(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``, and each token's
-        position in its sentence (:meth:`_assemble`'s). The words are read as
-        :meth:`log10_probs_text` reads them: the sentences joined into lines (in C), then cut,
-        hashed and looked up from their bytes by one compiled function. Where the lines would not
-        give back the tokens (a token holding a space, a newline or a control character, or an
-        empty one), each token is looked up as ``index_[w]`` would, over the whole corpus in one
-        pass that runs in C (``map`` of the dictionary's look-up into ``np.fromiter``). Raises
-        ``TypeError`` if a token is not a string, and ``ValueError`` on ``<s>``/``</s>``."""
+    def _stream(self, sentences: list[list[str]]) -> np.ndarray:
+        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>`` (:meth:`_assemble`'s).
+        The words are read as :meth:`log10_probs_text` reads them: the sentences joined into lines
+        (in C), then cut, hashed and looked up from their bytes by one compiled function. Where the
+        lines would not give back the tokens (a token holding a space, a newline or a control
+        character, or an empty one), each token is looked up as ``index_[w]`` would, over the
+        whole corpus in one pass that runs in C (``map`` of the dictionary's look-up into
+        ``np.fromiter``). Raises ``TypeError`` if a token is not a string, and ``ValueError`` on
+        ``<s>``/``</s>``."""
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
         try:
-            stream, offset, counts = self._read_text("\n".join(map(" ".join, sentences)))
+            stream, counts = self._read_text("\n".join(map(" ".join, sentences)))
             if len(counts) == len(lengths) and bool((counts == lengths).all()):
-                return stream, offset
+                return stream
         except ValueError:  # a tab, two spaces in a row, <s>, ...
             pass
         flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
         words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
         return self._assemble(words, lengths)
 
-    def _read_text(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The id stream of ``text`` (one sentence per line, words separated by one space), each
-        token's position in its sentence, and each line's number of words: one compiled function
+    def _read_text(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The id stream of ``text`` (one sentence per line, words separated by one space) and
+        each line's number of words: one compiled function
         (:func:`nlpcourse.arpa_fast.read_text`) reads its UTF-8 bytes, cuts the words, hashes each
         (:func:`word_hash`) and looks it up among the vocabulary's hashes. ``ValueError`` saying
         what is wrong with the text."""
@@ -493,8 +494,8 @@ class ArpaLM:
         buf = np.frombuffer(data + bytes(8), dtype=np.uint8)  # (N + 8,) 8 zero bytes after
         pieces = np.ndarray((len(data) + 1,), dtype="<u8", buffer=buf, strides=(1,))  # 8 at i
         bos, eos, table = self.index_[BOS], self.index_[EOS], self.words_.table
-        stream, offset, lengths, error, at = arpa_fast.read_text(
-            pieces, len(data), table.entries, table.homes, bos, eos
+        stream, lengths, error, at = arpa_fast.read_text(
+            buf[: len(data)], pieces, table.entries, table.homes, bos, eos
         )
         if error == arpa_fast.TEXT_CONTROL:
             raise ValueError(
@@ -509,12 +510,12 @@ class ArpaLM:
             )
         if error == arpa_fast.TEXT_BOUNDARY:
             raise ValueError("a sentence holds <s> or </s>")
-        return stream, offset, lengths
+        return stream, lengths
 
-    def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The stream ``<s> w1 ... wk </s>`` of every sentence (M,), from the word ids (W,) of all
-        the sentences and each sentence's number of words (S,), and the position of each token
-        in its sentence (M,), 0 at its ``<s>``. ``ValueError`` on ``<s>``/``</s>``."""
+        the sentences and each sentence's number of words (S,). ``ValueError`` on
+        ``<s>``/``</s>``."""
         bos, eos = self.index_[BOS], self.index_[EOS]
         if ((words == bos) | (words == eos)).any():
             raise ValueError("a sentence holds <s> or </s>")
@@ -524,19 +525,18 @@ class ArpaLM:
         inside[ends - lengths - 2] = inside[ends - 1] = False
         stream[ends - lengths - 2], stream[ends - 1] = bos, eos
         stream[inside] = words
-        offset = np.arange(len(stream)) - np.repeat(ends - lengths - 2, lengths + 2)  # (M,)
-        return stream, offset
+        return stream
 
     def log10_probs(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
         """log10 P of every predicted token (each word and each sentence's ``</s>``), in order."""
         if type(sentences) is not list or not set(map(type, sentences)) <= {list}:
             sentences = check_sentences(sentences, "log10_probs")  # lists, or a clear error
         try:
-            stream, offset = self._stream(sentences)
+            stream = self._stream(sentences)
         except (TypeError, ValueError):  # check_sentences names the sentence and the token
             check_sentences(sentences, "log10_probs")
             raise
-        return self._log10_stream(stream, offset)
+        return self._log10_stream(stream)
 
     def log10_probs_text(self, text: str) -> np.ndarray:
         """:meth:`log10_probs` of ``text``: one sentence per line (a last newline is optional;
@@ -551,8 +551,8 @@ class ArpaLM:
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, one sentence per line, got {type(text).__name__}")
-        stream, offset, _ = self._read_text(text[:-1] if text.endswith("\n") else text)
-        return self._log10_stream(stream, offset)
+        stream, _ = self._read_text(text[:-1] if text.endswith("\n") else text)
+        return self._log10_stream(stream)
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
         """Perplexity with every word and each ``</s>`` counted, eq. (ngram-ppl)."""

@@ -91,71 +91,83 @@ def find_all(entries: np.ndarray, homes: int, queries: np.ndarray) -> np.ndarray
 
 
 @njit_cached
+def key_ending_at(stream: np.ndarray, p: int, m: int, row: int, base: int, bos: int) -> int:
+    """The key of the m-gram ending at position p of ``stream`` (its first word in front of the
+    (m-1)-gram ending there, whose row is ``row``: ``row * base + first``), or -1 where that
+    m-gram is not within the sentence (the (m-1)-gram starts at its ``<s>``) or its first word is
+    unknown (id -1: in no listed n-gram)."""
+    if stream[p - m + 2] == bos:
+        return -1
+    first = stream[p - m + 1]
+    return row * base + first if first >= 0 else -1
+
+
+@njit_cached
 def backoff_stream(
     stream: np.ndarray,
-    offset: np.ndarray,
+    bos: int,
     base: int,
     unigrams: np.ndarray,
     tables: tuple[np.ndarray, ...],
     homes: np.ndarray,
 ) -> np.ndarray:
-    """log10 P of every token of ``stream`` after the words before it in its sentence, except
-    the ``<s>`` (offset 0), which are not predictions (:meth:`nlpcourse.arpa.ArpaLM._log10_stream`
-    gives the arguments: ``unigrams`` the numbers of each word id, ``log10_p`` and ``log10_b``,
-    and index m of ``tables`` and ``homes`` the slots of order m, each a key and its numbers).
+    """log10 P of every token of ``stream`` (each sentence ``<s> w1 ... wk </s>``, ``<s>`` being
+    the id ``bos``) after the words before it in its sentence, except the ``<s>``, which are not
+    predictions (:meth:`nlpcourse.arpa.ArpaLM._log10_stream` gives the arguments: ``unigrams``
+    the numbers of each word id, ``log10_p`` and ``log10_b``, and index m of ``tables`` and
+    ``homes`` the slots of order m, each a key and its numbers).
 
     One pass per order m over the positions p where an (m-1)-gram is listed: ``at`` (A,) holds
-    them, in order, ``rows`` (A,) the row of that (m-1)-gram and ``back`` (A,) its log10 b;
-    ``logp[p]`` is the log10 probability of the token at p under the file cut at order m-1. Going
-    up one order is eq. (ngram-backoff) itself: the token at p+1 backs off to order m-1 with the
-    weight of its context, the (m-1)-gram ending at p, unless the m-gram ending at p+1 is listed,
-    and then its probability replaces the sum (p+1 is visited after p). That m-gram can be listed
-    only where the (m-1)-gram ending at p+1 is (the file lists the suffix of every n-gram it
-    lists), so the positions of the next pass are those of this one where the m-gram is found:
-    fewer at each order. It is looked up only within the sentence (``<s>`` at most its first
-    word); an id -1 (a word the file does not know, when it has no ``<unk>``) is in no listed
-    n-gram. The look-ups of one pass do not depend on each other: the slots of the one
-    :data:`AHEAD` positions on are fetched (:func:`prefetch`) before this one is searched, its
-    home slot and the 3rd after it (a slot is 16 bytes, 4 to a cache line; a search that does
-    not find its key walks 5 slots on average, at the load of two thirds). A found n-gram's
-    numbers are in its slot, fetched with its key."""
+    them, in order, ``query`` (A,) the key of the m-gram ending there (:func:`key_ending_at`) and
+    ``back`` (A,) the (m-1)-gram's log10 b; ``logp[p]`` is the log10 probability of the token at
+    p under the file cut at order m-1. Going up one order is eq. (ngram-backoff) itself: the
+    token at p+1 backs off to order m-1 with the weight of its context, the (m-1)-gram ending at
+    p, unless the m-gram ending at p+1 is listed, and then its probability replaces the sum (p+1
+    is visited after p). That m-gram can be listed only where the (m-1)-gram ending at p+1 is
+    (the file lists the suffix of every n-gram it lists), so the positions of the next pass are
+    those of this one where the m-gram is found (fewer at each order), each with the key of the
+    (m+1)-gram ending there, made from the row just found. The look-ups of one pass do not
+    depend on each other: the slots of the one :data:`AHEAD` positions on are fetched
+    (:func:`prefetch`) before this one is searched, its home slot and the 3rd after it (a slot
+    is 16 bytes, 4 to a cache line; a search that does not find its key walks 5 slots on
+    average, at the load of two thirds). A found n-gram's numbers are in its slot, fetched with
+    its key."""
     order, M = len(tables) - 1, len(stream)
     logp = np.empty(M)  # (M,)
     at = np.empty(M, dtype=np.int64)  # (A,) positions with a listed (m-1)-gram ending there
-    rows = np.empty(M, dtype=np.int64)  # (A,) its row
-    back = np.empty(M, dtype=VALUE)  # (A,) its log10 b
     query = np.empty(M, dtype=np.int64)  # (A,) the key of the m-gram ending there, or -1
-    A = 0
-    for p in range(M):
+    back = np.empty(M, dtype=VALUE)  # (A,) the (m-1)-gram's log10 b
+    A, sentences = 0, 0
+    for p in range(M):  # order 1: a unigram's row is its word id
         w = stream[p]
         logp[p] = unigrams[w].log10_p  # (id -1, unknown: the last row, -inf)
-        if w >= 0:  # order 1: a unigram's row is its word id
-            at[A], rows[A], back[A], A = p, w, unigrams[w].log10_b, A + 1
+        sentences += w == bos
+        if w >= 0:
+            at[A], back[A] = p, unigrams[w].log10_b
+            query[A] = key_ending_at(stream, p, 2, w, base, bos) if order > 1 else -1
+            A += 1
     for m in range(2, order + 1):
         slots, found = tables[m], 0
-        for j in range(A):
-            first = stream[at[j] - m + 1]
-            inside = offset[at[j]] >= m - 1 and first >= 0
-            query[j] = rows[j] * base + first if inside else -1
         for j in range(A):
             if j + AHEAD < A and query[j + AHEAD] >= 0:  # its home slot, and the 3rd after it
                 slot = home(homes[m], query[j + AHEAD])
                 prefetch(slots, slot)  # type: ignore[call-arg]
                 prefetch(slots, slot + 3)  # type: ignore[call-arg]
             p = at[j]
-            if p + 1 < M and offset[p + 1] >= m - 1:  # back off at p+1 with this context ...
+            if p + 1 < M and stream[p + 1] != bos:  # back off at p+1 with this context ...
                 logp[p + 1] += back[j]
             if query[j] >= 0:  # ... unless the m-gram there is listed
                 row = probe(slots, homes[m], query[j])
                 if row >= 0:
                     logp[p] = slots[row].log10_p
-                    at[found], rows[found], back[found] = p, row, slots[row].log10_b
-                    found += 1  # (found <= j)
+                    at[found], back[found] = p, slots[row].log10_b  # (found <= j)
+                    query[found] = key_ending_at(stream, p, m + 1, row, base, bos)
+                    found += 1
         A = found
-    predicted = np.empty(M - np.count_nonzero(offset == 0))  # all but the <s>
+    predicted = np.empty(M - sentences)  # all but the <s>
     i = 0
     for p in range(M):
-        if offset[p] > 0:
+        if stream[p] != bos:
             predicted[i] = logp[p]
             i += 1
     return predicted
@@ -171,21 +183,20 @@ _HASH_P_U64 = np.uint64(_HASH_P)
 
 @njit_cached
 def read_text(
+    text: np.ndarray,
     pieces: np.ndarray,
-    n: int,
     vocab: np.ndarray,
     vocab_homes: int,
     bos: int,
     eos: int,
 ):
-    """The id stream of a text of ``n`` bytes (UTF-8: one sentence per line, words separated by
-    one space), each sentence as ``<s> w1 ... wk </s>``: each word is hashed
+    """The id stream of a text (``text``, its n UTF-8 bytes: one sentence per line, words
+    separated by one space), each sentence as ``<s> w1 ... wk </s>``: each word is hashed
     (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h = sum_j c_j P**j``) and
     looked up among the vocabulary's hashes (``vocab``: the slots of a table, each a hash and its
     word's ``id``; the last slot, read by slot -1, is free and holds the id of a word outside the
-    vocabulary). ``pieces[i]`` is the 8 bytes from byte i
-    on, read as a little-endian number (a view of the bytes followed by 8 zero bytes), so its
-    lowest byte is byte i.
+    vocabulary). ``pieces[i]`` is the 8 bytes from byte i on, read as a little-endian number (a
+    view of the same bytes followed by 8 zero bytes), so its lowest byte is byte i.
 
     Two passes: the first notes where every byte of 32 or less (a space, a newline, another
     control character) is, without a branch (having counted them); the second reads each word
@@ -193,32 +204,30 @@ def read_text(
     processor overlaps them (a single pass that looked for each word's end as it read would wait
     for every word before starting the next).
 
-    Returns ``stream`` (M,), ``offset`` (M,) the position of each token in its sentence (0 at its
-    ``<s>``), ``lengths`` (S,) each sentence's number of words, and an error: 0, or one of the
-    ``TEXT_*`` codes and the byte where it was met."""
+    Returns ``stream`` (M,), ``lengths`` (S,) each sentence's number of words, and an error: 0,
+    or one of the ``TEXT_*`` codes and the byte where it was met."""
+    n = len(text)
     K, lines = 1, 1  # separators and the end of the text; lines
     for i in range(n):
-        byte = pieces[i] & np.uint64(255)
-        K += byte <= 32
-        lines += byte == 10
+        K += text[i] <= 32
+        lines += text[i] == 10
     ends = np.empty(K, dtype=np.int64)  # (K,) where they are
     K = 0
     for i in range(n):
         ends[K] = i
-        K += pieces[i] & np.uint64(255) <= 32
+        K += text[i] <= 32
     ends[K], K = n, K + 1
     stream = np.empty(K + 2 * lines, dtype=np.int64)  # words <= K, plus <s> and </s> per line
-    offset = np.empty(K + 2 * lines, dtype=np.int64)
     lengths = np.zeros(lines, dtype=np.int64)
     t, s, k = 0, 0, 0  # tokens written, sentences begun, words of this sentence
     start = 0  # the first byte after the last separator
     for j in range(K):
         end = ends[j]
-        after = pieces[end] & np.uint64(255) if end < n else np.uint64(10)  # (the end: a newline)
+        after = text[end] if end < n else 10  # (the end of the text ends a line)
         if after != 32 and after != 10:
-            return stream, offset, lengths, TEXT_CONTROL, end
-        if k == 0 and (start == 0 or pieces[start - 1] & np.uint64(255) == 10):
-            stream[t], offset[t], t = bos, 0, t + 1  # a line begins
+            return stream, lengths, TEXT_CONTROL, end
+        if k == 0 and (start == 0 or text[start - 1] == 10):
+            stream[t], t = bos, t + 1  # a line begins
         if end > start:  # a word: its pieces, the last one cut to the word's bytes
             h, power = np.uint64(0), np.uint64(1)
             for at in range(start, end, 8):
@@ -226,13 +235,13 @@ def read_text(
                 h, power = h + piece * power, power * _HASH_P_U64
             word = vocab[probe(vocab, vocab_homes, np.int64(h))].id
             if word == bos or word == eos:
-                return stream, offset, lengths, TEXT_BOUNDARY, start
+                return stream, lengths, TEXT_BOUNDARY, start
             k += 1
-            stream[t], offset[t], t = word, k, t + 1
+            stream[t], t = word, t + 1
         elif k > 0 or after == 32:  # an empty word that is not an empty line
-            return stream, offset, lengths, TEXT_SPACE, end
+            return stream, lengths, TEXT_SPACE, end
         if after == 10:  # the line ends
-            stream[t], offset[t], t = eos, k + 1, t + 1
+            stream[t], t = eos, t + 1
             lengths[s], s, k = k, s + 1, 0
         start = end + 1
-    return stream[:t], offset[:t], lengths, 0, 0
+    return stream[:t], lengths, 0, 0
