@@ -463,14 +463,14 @@ class ArpaLM:
         return arpa_fast.backoff_stream(stream, bos, self.base_, self.unigrams_, tables, homes)
 
     def _stream(self, sentences: list[list[str]]) -> np.ndarray:
-        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>`` (:meth:`_assemble`'s).
-        The words are read as :meth:`log10_probs_text` reads them: the sentences joined into lines
-        (in C), then cut, hashed and looked up from their bytes by one compiled function. Where the
-        lines would not give back the tokens (a token holding a space, a newline or a control
-        character, or an empty one), each token is looked up as ``index_[w]`` would, over the
-        whole corpus in one pass that runs in C (``map`` of the dictionary's look-up into
-        ``np.fromiter``). Raises ``TypeError`` if a token is not a string, and ``ValueError`` on
-        ``<s>``/``</s>``."""
+        """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``
+        (:meth:`_assemble`'s). The words are read as :meth:`log10_probs_text` reads them: the
+        sentences joined into lines (in C), then cut, hashed and looked up from their bytes by one
+        compiled function. Where the lines would not give back the tokens (a token holding a
+        space, a newline or a control character, or an empty one), each token is looked up as
+        ``index_[w]`` would, over the whole corpus in one pass that runs in C (``map`` of the
+        dictionary's look-up into ``np.fromiter``). Raises ``TypeError`` if a token is not a
+        string, and ``ValueError`` on ``<s>``/``</s>``."""
         lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
         try:
             stream, counts = self._read_text("\n".join(map(" ".join, sentences)))
