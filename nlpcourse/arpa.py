@@ -141,7 +141,7 @@ class _Table:
         keys: np.ndarray,
         priority: np.ndarray | None = None,
         room: float = ROOM,
-        fields: list[tuple[str, type]] | None = None,
+        fields: Sequence[tuple[str, type]] = (),
     ):
         self.homes = int(room * len(keys)) + 1
         if self.homes >= 2**32:
@@ -155,7 +155,7 @@ class _Table:
             table, placed = self._insert(table, keys[first])
             self.slots = np.empty(len(keys), dtype=np.int64)
             self.slots[first] = placed
-        self.entries = np.zeros(len(table), dtype=[("key", np.int64)] + (fields or []))
+        self.entries = np.zeros(len(table), dtype=self.slot(fields))
         self.entries["key"] = table
         self.count = len(keys)
 
@@ -183,6 +183,11 @@ class _Table:
             slot[todo] += 1
         tail = np.flatnonzero(table != _EMPTY).max(initial=0) + 1 + PROBE
         return table[: max(tail, self.homes + PROBE)], slots
+
+    @staticmethod
+    def slot(fields: Sequence[tuple[str, type]]) -> np.dtype:
+        """What a slot holds: a key and the fields ``fields``."""
+        return np.dtype([("key", np.int64), *fields])
 
     @property
     def keys(self) -> np.ndarray:
@@ -454,7 +459,7 @@ class ArpaLM:
         arguments are gathered: per order m, indexed by m (an empty table for m = 0 and 1), the
         tables' slots and homes."""
         orders = range(self.order + 1)
-        none = np.empty(0, dtype=[("key", np.int64)] + NUMBERS)  # a table's slots, none
+        none = np.empty(0, dtype=_Table.slot(NUMBERS))  # no slots
         tables = tuple(self.tables_[m].entries if m >= 2 else none for m in orders)
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
