@@ -317,6 +317,7 @@ class _WordIds(dict):
 
 VALUE = np.float32  # log10 numbers as KenLM holds them: 24 bits, about 7 significant digits
 NUMBERS = [("log10_p", VALUE), ("log10_b", VALUE)]  # an n-gram's numbers, kept beside its key
+TOP_NUMBERS = [("log10_p", VALUE)]  # the top order's: its n-grams are no one's context
 
 
 class ArpaLM:
@@ -331,12 +332,14 @@ class ArpaLM:
     Attributes: ``order``, ``vocab`` (every unigram, ``<s>`` included), ``index_`` (word to id),
     ``base_ = |V| + 1``, ``unigrams_`` and per order m >= 2 a hash table ``tables_[m]``
     (:class:`_Table`) of the m-gram keys. An m-gram's *row* is its word id (m = 1) or its slot in
-    that table, and its numbers are kept in that row, beside its key (as KenLM holds them: 16
-    bytes a slot, in single precision): ``unigrams_[row]`` or ``tables_[m].entries[row]``, fields
-    ``log10_p`` and ``log10_b`` (:data:`NUMBERS`; ``log10_p_[m]`` and, below the top order,
-    ``log10_b_[m]`` are views of them). Row -1 (an n-gram that is not listed) reads a row that
-    lists nothing: log10 b = 0 (b = 1), and log10 p = -inf (for the unigram of a word outside the
-    vocabulary, whose id is -1). ``nbytes`` is the memory of these arrays.
+    that table, and its numbers are kept in that row, beside its key, in single precision, as
+    KenLM holds them: ``unigrams_[row]`` or ``tables_[m].entries[row]``, fields ``log10_p`` and
+    ``log10_b`` (:data:`NUMBERS`: a slot of 16 bytes), except at the top order, whose n-grams
+    are no one's context and have no weight (:data:`TOP_NUMBERS`: 12 bytes). ``log10_p_[m]``
+    and, below the top order, ``log10_b_[m]`` are views of them. Row -1 (an n-gram that is not
+    listed) reads a row that lists nothing: log10 b = 0 (b = 1), and log10 p = -inf (for the
+    unigram of a word outside the vocabulary, whose id is -1). ``nbytes`` is the memory of these
+    arrays.
     """
 
     def __init__(
@@ -375,9 +378,10 @@ class ArpaLM:
                         f"not its suffix {' '.join(vocab[u] for u in g[1:])!r}; a back-off file "
                         "needs it (KenLM's lmplz and unpruned SRILM models always have it)"
                     )
-                try:
-                    # the likeliest m-grams first: a proxy for the ones a text holds most
-                    table = _Table(suffix * self.base_ + ids[:, 0], priority=logp, fields=NUMBERS)
+                keys = suffix * self.base_ + ids[:, 0]
+                fields = NUMBERS if m < order else TOP_NUMBERS
+                try:  # the likeliest m-grams first: a proxy for the ones a text holds most
+                    table = _Table(keys, priority=logp, fields=fields)
                 except ValueError:
                     raise ValueError(f"the ARPA file lists some {m}-gram twice") from None
                 rows, numbers = table.slots, table.entries  # (the last slot is always free)
@@ -386,7 +390,7 @@ class ArpaLM:
             numbers["log10_p"] = -np.inf  # rows that list nothing (b = 1: the zeros)
             numbers["log10_p"][rows] = logp
             self.log10_p_[m] = numbers["log10_p"]
-            if m < order:  # the top order's weights are never used
+            if m < order:  # (the top order's weights are never used)
                 numbers["log10_b"][rows] = logb
                 self.log10_b_[m] = numbers["log10_b"]
         if len(self.log10_p_) != order:
@@ -456,16 +460,20 @@ class ArpaLM:
         ``<s>``, by eq. (ngram-backoff). ``stream`` is the corpus as ids, each sentence as
         ``<s> w1 ... wk </s>`` (:meth:`_assemble`). The work is
         :func:`nlpcourse.arpa_fast.backoff_stream`, compiled loops over the tokens; here its
-        arguments are gathered: per order m, indexed by m (an empty table for m = 0 and 1), the
-        tables' slots and homes."""
+        arguments are gathered: per order m below the top, indexed by m (no slots for m = 0 and
+        1), the tables' slots, then the top order's, and every order's homes."""
         orders = range(self.order + 1)
         none = np.empty(0, dtype=_Table.slot(NUMBERS))  # no slots
-        tables = tuple(self.tables_[m].entries if m >= 2 else none for m in orders)
+        tables = tuple(self.tables_[m].entries if 2 <= m < self.order else none for m in orders)
+        if self.order > 1:
+            top = self.tables_[self.order].entries
+        else:  # a model of unigrams: no top table
+            top = np.empty(0, dtype=_Table.slot(TOP_NUMBERS))
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
 
         bos = self.index_[BOS]
-        return arpa_fast.backoff_stream(stream, bos, self.base_, self.unigrams_, tables, homes)
+        return arpa_fast.backoff_stream(stream, bos, self.base_, self.unigrams_, tables, top, homes)
 
     def _stream(self, sentences: list[list[str]]) -> np.ndarray:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``

@@ -109,13 +109,15 @@ def backoff_stream(
     base: int,
     unigrams: np.ndarray,
     tables: tuple[np.ndarray, ...],
+    top: np.ndarray,
     homes: np.ndarray,
 ) -> np.ndarray:
     """log10 P of every token of ``stream`` (each sentence ``<s> w1 ... wk </s>``, ``<s>`` being
     the id ``bos``) after the words before it in its sentence, except the ``<s>``, which are not
     predictions (:meth:`nlpcourse.arpa.ArpaLM._log10_stream` gives the arguments: ``unigrams``
-    the numbers of each word id, ``log10_p`` and ``log10_b``, and index m of ``tables`` and
-    ``homes`` the slots of order m, each a key and its numbers).
+    the numbers of each word id, ``log10_p`` and ``log10_b``; index m of ``tables`` the slots of
+    order m below the top, each a key and its two numbers; ``top`` the top order's slots, a key
+    and its ``log10_p``; index m of ``homes`` the home slots of order m).
 
     One pass per order m over the positions p where an (m-1)-gram is listed: ``at`` (A,) holds
     them, in order, ``query`` (A,) the key of the m-gram ending there (:func:`key_ending_at`) and
@@ -126,12 +128,14 @@ def backoff_stream(
     is visited after p). That m-gram can be listed only where the (m-1)-gram ending at p+1 is
     (the file lists the suffix of every n-gram it lists), so the positions of the next pass are
     those of this one where the m-gram is found (fewer at each order), each with the key of the
-    (m+1)-gram ending there, made from the row just found. The look-ups of one pass do not
-    depend on each other: the slots of the one :data:`AHEAD` positions on are fetched
-    (:func:`prefetch`) before this one is searched, its home slot and the 3rd after it (a slot
-    is 16 bytes, 4 to a cache line; a search that does not find its key walks 5 slots on
-    average, at the load of two thirds). A found n-gram's numbers are in its slot, fetched with
-    its key."""
+    (m+1)-gram ending there, made from the row just found. The searches of one pass do not
+    depend on each other: before each, the slots of the one :data:`AHEAD` positions on are asked
+    for (:func:`prefetch`), its home slot and the 3rd after it (a slot is 16 bytes, 12 at the top
+    order: 4 or 5 to a cache line; a search that does not find its key walks 5 slots on average,
+    at the load of two thirds). A found n-gram's numbers are in its slot, fetched with its key.
+    The top order's pass only replaces probabilities: its n-grams are no one's context, and its
+    slots hold no weight. (Asking for the slots in a function called at each position instead of
+    in the loop made the passes as slow as without asking: measured, not understood.)"""
     order, M = len(tables) - 1, len(stream)
     logp = np.empty(M)  # (M,)
     at = np.empty(M, dtype=np.int64)  # (A,) positions with a listed (m-1)-gram ending there
@@ -146,24 +150,35 @@ def backoff_stream(
             at[A], back[A] = p, unigrams[w].log10_b
             query[A] = key_ending_at(stream, p, 2, w, base, bos) if order > 1 else -1
             A += 1
-    for m in range(2, order + 1):
+    for m in range(2, order):
         slots, found = tables[m], 0
         for j in range(A):
-            if j + AHEAD < A and query[j + AHEAD] >= 0:  # its home slot, and the 3rd after it
-                slot = home(homes[m], query[j + AHEAD])
-                prefetch(slots, slot)  # type: ignore[call-arg]
-                prefetch(slots, slot + 3)  # type: ignore[call-arg]
             p = at[j]
             if p + 1 < M and stream[p + 1] != bos:  # back off at p+1 with this context ...
                 logp[p + 1] += back[j]
-            if query[j] >= 0:  # ... unless the m-gram there is listed
-                row = probe(slots, homes[m], query[j])
-                if row >= 0:
-                    logp[p] = slots[row].log10_p
-                    at[found], back[found] = p, slots[row].log10_b  # (found <= j)
-                    query[found] = key_ending_at(stream, p, m + 1, row, base, bos)
-                    found += 1
+            if j + AHEAD < A and query[j + AHEAD] >= 0:  # ask for a later search's slots
+                slot = home(homes[m], query[j + AHEAD])
+                prefetch(slots, slot)  # type: ignore[call-arg]
+                prefetch(slots, slot + 3)  # type: ignore[call-arg]
+            row = probe(slots, homes[m], query[j]) if query[j] >= 0 else -1
+            if row >= 0:  # ... unless the m-gram there is listed
+                logp[p] = slots[row].log10_p
+                at[found], back[found] = p, slots[row].log10_b  # (found <= j)
+                query[found] = key_ending_at(stream, p, m + 1, row, base, bos)
+                found += 1
         A = found
+    if order > 1:  # the same at the top order, whose n-grams are no one's context
+        for j in range(A):
+            p = at[j]
+            if p + 1 < M and stream[p + 1] != bos:
+                logp[p + 1] += back[j]
+            if j + AHEAD < A and query[j + AHEAD] >= 0:
+                slot = home(homes[order], query[j + AHEAD])
+                prefetch(top, slot)  # type: ignore[call-arg]
+                prefetch(top, slot + 3)  # type: ignore[call-arg]
+            row = probe(top, homes[order], query[j]) if query[j] >= 0 else -1
+            if row >= 0:
+                logp[p] = top[row].log10_p
     predicted = np.empty(M - sentences)  # all but the <s>
     i = 0
     for p in range(M):
