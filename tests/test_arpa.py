@@ -8,6 +8,7 @@ read back; and KenLM, an independent C++ implementation of ARPA scoring, on the 
 import itertools
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -359,6 +360,29 @@ def test_the_numpy_hash_table_finds_what_a_dict_finds():
     assert (table.keys[table.slots] == keys).all()
     with pytest.raises(ValueError, match="twice"):
         _Table(np.array([5, 7, 5]))
+
+
+def test_each_ngram_is_one_slot_holding_its_key_and_numbers(tmp_path):
+    """KenLM's layout, counted from the file's own header: per order, 1.5 home slots per listed
+    n-gram (plus a free tail), each slot its key with log10 p and b in single precision (16 bytes),
+    the top order's with log10 p only (12 bytes); a found row's numbers are the file's."""
+    from nlpcourse.arpa import _EMPTY, PROBE, ROOM
+
+    path = NGramLM(3, "kneser-ney").fit(TRAIN).to_arpa(tmp_path / "m.arpa")
+    counts = [int(c) for c in re.findall(r"ngram \d+=(\d+)", path.read_text())]
+    lm = read_arpa(path)
+    for m, size in ((2, 16), (3, 12)):
+        slots = lm.tables_[m].entries
+        assert slots.itemsize == size
+        assert (slots["key"] != _EMPTY).sum() == counts[m - 1]
+        assert len(slots) >= int(ROOM * counts[m - 1]) + 1 + PROBE
+        assert slots["key"][-1] == _EMPTY  # row -1 reads a slot that lists nothing
+    assert lm.nbytes == sum(t.entries.nbytes for t in lm.tables_.values()) + (
+        lm.unigrams_.nbytes + lm.words_.table.entries.nbytes
+    )
+    listed = re.search(r"^(\S+)\tI am\t(\S+)$", path.read_text(), re.MULTILINE)
+    slot = lm.tables_[2].entries[lm._row([lm.index_["I"], lm.index_["am"]])]
+    assert (slot["log10_p"], slot["log10_b"]) == tuple(np.float32(x) for x in listed.groups())
 
 
 def test_a_file_with_a_missing_prefix_and_an_unreachable_ngram(tmp_path):
