@@ -155,7 +155,7 @@ class _Table:
             table, placed = self._insert(table, keys[first])
             self.slots = np.empty(len(keys), dtype=np.int64)
             self.slots[first] = placed
-        self.entries = np.zeros(len(table), dtype=self.slot(fields))
+        self.entries = np.zeros(len(table), dtype=self.slot_type(fields))
         self.entries["key"] = table
         self.count = len(keys)
 
@@ -185,7 +185,7 @@ class _Table:
         return table[: max(tail, self.homes + PROBE)], slots
 
     @staticmethod
-    def slot(fields: Sequence[tuple[str, type]]) -> np.dtype:
+    def slot_type(fields: Sequence[tuple[str, type]]) -> np.dtype:
         """What a slot holds: a key and the fields ``fields``."""
         return np.dtype([("key", np.int64), *fields])
 
@@ -463,12 +463,12 @@ class ArpaLM:
         arguments are gathered: per order m below the top, indexed by m (no slots for m = 0 and
         1), the tables' slots, then the top order's, and every order's homes."""
         orders = range(self.order + 1)
-        none = np.empty(0, dtype=_Table.slot(NUMBERS))  # no slots
+        none = np.empty(0, dtype=_Table.slot_type(NUMBERS))  # no slots
         tables = tuple(self.tables_[m].entries if 2 <= m < self.order else none for m in orders)
         if self.order > 1:
             top = self.tables_[self.order].entries
         else:  # a model of unigrams: no top table
-            top = np.empty(0, dtype=_Table.slot(TOP_NUMBERS))
+            top = np.empty(0, dtype=_Table.slot_type(TOP_NUMBERS))
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
         from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
 
