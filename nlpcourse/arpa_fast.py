@@ -148,7 +148,7 @@ def backoff_stream(
         sentences += w == bos
         if w >= 0:
             at[A], back[A] = p, unigrams[w].log10_b
-            query[A] = key_ending_at(stream, p, 2, w, base, bos) if order > 1 else -1
+            query[A] = key_ending_at(stream, p, 2, w, base, bos)
             A += 1
     for m in range(2, order):
         slots, found = tables[m], 0
