@@ -377,9 +377,11 @@ def test_each_ngram_is_one_slot_holding_its_key_and_numbers(tmp_path):
         assert (slots["key"] != _EMPTY).sum() == counts[m - 1]
         assert len(slots) >= int(ROOM * counts[m - 1]) + 1 + PROBE
         assert slots["key"][-1] == _EMPTY  # row -1 reads a slot that lists nothing
-    assert lm.nbytes == sum(t.entries.nbytes for t in lm.tables_.values()) + (
-        lm.unigrams_.nbytes + lm.words_.table.entries.nbytes
-    )
+    # nbytes, from those sizes: the unigrams' two numbers (8 bytes, one more row for a word
+    # outside) and the vocabulary's slots (a hash and an id, 16 bytes)
+    slots = {m: len(lm.tables_[m].entries) for m in (2, 3)}
+    words = len(lm.words_.table.entries)
+    assert lm.nbytes == 16 * slots[2] + 12 * slots[3] + 8 * (counts[0] + 1) + 16 * words
     listed = re.search(r"^(\S+)\tI am\t(\S+)$", path.read_text(), re.MULTILINE)
     slot = lm.tables_[2].entries[lm._row([lm.index_["I"], lm.index_["am"]])]
     assert (slot["log10_p"], slot["log10_b"]) == tuple(np.float32(x) for x in listed.groups())
