@@ -81,12 +81,9 @@ def test_transformer_g2p_first_steps_reproduce_the_recorded_loss(name):
 def test_the_g2p_d256_recipe_is_the_best_of_the_gpu_sweep():
     # benchmarks/g2p_sweep.py's record: each recipe stopped at its steps or at the time limit,
     # as it says, and the command g2p_d256 trains the recipe with the lowest validation WER
-    from nlpcourse.records import RESULTS_DIR, load_record
     from nlpcourse.transformer_runs import CONFIGS
 
-    if not (RESULTS_DIR / "transformer_g2p_sweep.json").exists():
-        pytest.skip("the sweep's record has not been written yet")
-    runs = load_record("transformer_g2p_sweep")["metrics"]["runs"]
+    runs = _transformer_g2p_record("transformer_g2p_sweep")["metrics"]["runs"]
     for run in runs:
         assert run["trained"] <= run["steps"]
         assert (run["why"] == "done") == (run["trained"] == run["steps"]), run["name"]
