@@ -122,9 +122,10 @@ class Run:
         self.B, self.steps = cfg.get("batch", 128), cfg["steps"]
         self.gen = torch.Generator().manual_seed(cfg.get("seed", 0))
         lr, N, W = cfg["lr"], self.steps, cfg.get("warmup", 0)
-        t = torch.arange(1, N + 1, dtype=torch.float64)
-        sched = lr * (N - t + 1) / N  # nlpcourse.training.linear_decay
-        if W:
+        share = [s2s.linear_decay(i, N) for i in range(1, N + 1)]  # chapter 5's decay
+        sched = lr * torch.tensor(share, dtype=torch.float64)  # (N,)
+        if W:  # and a linear warm-up over the first W steps
+            t = torch.arange(1, N + 1, dtype=torch.float64)
             sched = torch.minimum(sched, lr * t / W)
         self.sched = sched.float().to(device)  # (N,)
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
