@@ -477,20 +477,23 @@ class ArpaLM:
 
     def _stream(self, sentences: list[list[str]]) -> np.ndarray:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``
-        (:meth:`_assemble`'s). The words are read as :meth:`log10_probs_text` reads them: the
-        sentences joined into lines (in C), then cut, hashed and looked up from their bytes by one
-        compiled function. Where the lines would not give back the tokens (a token holding a
-        space, a newline or a control character, or an empty one), each token is looked up as
-        ``index_[w]`` would, over the whole corpus in one pass that runs in C (``map`` of the
-        dictionary's look-up into ``np.fromiter``). Raises ``TypeError`` if a token is not a
-        string, and ``ValueError`` on ``<s>``/``</s>``."""
-        lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
-        try:
-            stream, counts = self._read_text("\n".join(map(" ".join, sentences)))
-            if len(counts) == len(lengths) and bool((counts == lengths).all()):
-                return stream
-        except ValueError:  # a tab, two spaces in a row, <s>, ...
-            pass
+        (:meth:`_assemble`'s). The words are read as :meth:`log10_probs_text` reads them, from
+        their UTF-8 bytes, hashed and looked up by one compiled function, but where Python keeps
+        them, without joining them into a text first
+        (:func:`nlpcourse.arpa_fast.read_lists`). A token that has no UTF-8 form (a lone
+        surrogate) sends the corpus the readable way: each token looked up as ``index_[w]``
+        would, in one pass that runs in C (``map`` of the dictionary's look-up into
+        ``np.fromiter``). Raises ``TypeError`` if a token is not a string, and ``ValueError`` on
+        ``<s>``/``</s>`` (:func:`check_sentences` names the sentence and the token)."""
+        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
+
+        bos, eos, table = self.index_[BOS], self.index_[EOS], self.words_.table
+        stream, lengths, failed = arpa_fast.read_lists(
+            id(sentences), table.entries, table.homes, bos, eos
+        )
+        if failed == arpa_fast.LISTS_NOT_READ:
+            return stream
+        check_sentences(sentences, "log10_probs")  # a token not a string, <s> or </s>: raises
         flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
         words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
         return self._assemble(words, lengths)
@@ -544,12 +547,7 @@ class ArpaLM:
         """log10 P of every predicted token (each word and each sentence's ``</s>``), in order."""
         if type(sentences) is not list or not set(map(type, sentences)) <= {list}:
             sentences = check_sentences(sentences, "log10_probs")  # lists, or a clear error
-        try:
-            stream = self._stream(sentences)
-        except (TypeError, ValueError):  # check_sentences names the sentence and the token
-            check_sentences(sentences, "log10_probs")
-            raise
-        return self._log10_stream(stream)
+        return self._log10_stream(self._stream(sentences))
 
     def log10_probs_text(self, text: str) -> np.ndarray:
         """:meth:`log10_probs` of ``text``: one sentence per line (a last newline is optional;

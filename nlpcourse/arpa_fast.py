@@ -30,6 +30,16 @@ _SHIFT = np.uint64(32)
 AHEAD = 16  # positions ahead whose table slot is fetched before it is searched
 
 
+def _ask_for(builder, pointer) -> None:
+    """LLVM's ``llvm.prefetch`` of the byte at ``pointer``: read (0), keep in every cache
+    level (3), data (1)."""
+    byte_pointer = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    hint = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
+    function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0i8")
+    builder.call(function, [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)])
+
+
 @intrinsic
 def prefetch(typingctx, array, index):
     """Ask the processor to start bringing ``array[index]`` into its caches and go on at once
@@ -46,15 +56,7 @@ def prefetch(typingctx, array, index):
         pointer = cgutils.get_item_pointer(
             context, builder, array_type, data, [args[1]], wraparound=False
         )
-        byte_pointer = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        hint = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
-        function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0i8")
-        # read (0), keep in every cache level (3), data (1)
-        builder.call(
-            function,
-            [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)],
-        )
+        _ask_for(builder, pointer)
         return context.get_dummy_value()
 
     return types.void(array, index), codegen
@@ -260,3 +262,137 @@ def read_text(
             lengths[s], s, k = k, s + 1, 0
         start = end + 1
     return stream[:t], lengths, 0, 0
+
+
+# ------------------------------------------------------------- token lists, read where they lie
+#
+# Python keeps a list of token lists as objects: the outer list holds the address of each
+# sentence's list, which holds the address of each token's string, which holds its characters.
+# Joining them into one text copies every token twice before the text reader sees it, one string
+# at a time, each a wait for memory; :func:`read_lists` instead reads each token's bytes where
+# they lie, through CPython's own C API (the functions its ``str.join`` and ``dict`` use), called
+# from the compiled loop. An object is passed as its address, ``id(obj)`` (in CPython the
+# object's address in memory); the caller holds the objects, and since the loop holds the
+# interpreter's lock and runs no Python code, nothing can change or free them meanwhile.
+
+
+@intrinsic
+def list_size(typingctx, address):
+    """``PyList_Size``: the length of the Python list at ``address``."""
+
+    def codegen(context, builder, signature, args):
+        api = context.get_python_api(builder)
+        return api.list_size(builder.inttoptr(args[0], api.pyobj))
+
+    return types.intp(address), codegen
+
+
+@intrinsic
+def list_item(typingctx, address, i):
+    """``PyList_GetItem``: the address of item ``i`` (``0 <= i <`` its length) of the Python list
+    at ``address``; the list keeps the item alive."""
+
+    def codegen(context, builder, signature, args):
+        api = context.get_python_api(builder)
+        item = api.list_getitem(builder.inttoptr(args[0], api.pyobj), args[1])
+        return builder.ptrtoint(item, ir.IntType(64))
+
+    return types.int64(address, i), codegen
+
+
+@intrinsic
+def utf8_bytes(typingctx, address):
+    """``PyUnicode_AsUTF8AndSize``: the address of the UTF-8 bytes of the Python string at
+    ``address`` and their number. For a string of ASCII characters these are the string's own
+    characters; another string makes them once and keeps them. Where the object is not a string,
+    or a string with no UTF-8 form (it holds a lone surrogate), it is ``(0, -1)``, and the error
+    that the call raised is cleared."""
+
+    def codegen(context, builder, signature, args):
+        api = context.get_python_api(builder)
+        ok, data, size = api.string_as_string_and_size(builder.inttoptr(args[0], api.pyobj))
+        with builder.if_then(builder.not_(ok), likely=False):
+            api.err_clear()
+        size = builder.select(ok, size, ir.Constant(size.type, -1))
+        data = builder.ptrtoint(data, ir.IntType(64))
+        return context.make_tuple(builder, signature.return_type, [data, size])
+
+    return types.UniTuple(types.int64, 2)(address), codegen
+
+
+@intrinsic
+def load_piece(typingctx, address):
+    """The 8 bytes at ``address``, a multiple of 8, as one number (little-endian, as on every
+    processor numba compiles for)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()), align=8)
+
+    return types.uint64(address), codegen
+
+
+@intrinsic
+def prefetch_object(typingctx, address):
+    """:func:`prefetch` of the first bytes of the Python object at ``address``."""
+
+    def codegen(context, builder, signature, args):
+        _ask_for(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
+        return context.get_dummy_value()
+
+    return types.void(address), codegen
+
+
+LISTS_NOT_READ = -1  # what read_lists returns as ``failed`` when it read every token
+
+
+@njit_cached
+def read_lists(corpus: int, vocab: np.ndarray, vocab_homes: int, bos: int, eos: int):
+    """The id stream of a list of token lists (``corpus``: its address, ``id(sentences)``; each
+    sentence a list, each token a string), each sentence as ``<s> w1 ... wk </s>``: each token's
+    UTF-8 bytes are hashed where the string keeps them (:func:`nlpcourse.arpa.word_hash`:
+    ``h = sum_j c_j P**j`` over pieces of 8 bytes) and looked up among the vocabulary's hashes,
+    as :func:`read_text` does for the words of a text.
+
+    First the address of every token's string, one list after the other; then each string is
+    read, its object asked for (:func:`prefetch_object`) :data:`AHEAD` tokens before (the
+    strings lie scattered in memory, and their reads do not depend on each other). A string's
+    bytes start at a multiple of 8 (CPython's strings and their UTF-8 forms are allocated in
+    blocks that are multiples of 8 bytes, aligned to 8), and are read 8 at a time
+    (:func:`load_piece`), the last piece cut to the word: the 8 bytes of a piece lie in the block
+    that holds its first byte.
+
+    Returns ``stream`` (M,), ``lengths`` (S,) each sentence's number of tokens, and ``failed``:
+    :data:`LISTS_NOT_READ`, or the index (among all tokens) of the first token that is not a
+    string, has no UTF-8 form, or is ``<s>`` or ``</s>`` (``stream`` then holds nothing of use)."""
+    S: int = list_size(corpus)  # type: ignore[call-arg]
+    sentences = np.empty(S, dtype=np.int64)  # (S,) the address of each sentence's list
+    lengths = np.empty(S, dtype=np.int64)  # (S,)
+    for s in range(S):
+        sentences[s] = list_item(corpus, s)
+        lengths[s] = list_size(sentences[s])
+    W = lengths.sum()
+    tokens = np.empty(W, dtype=np.int64)  # (W,) the address of each token's string
+    w = 0
+    for s in range(S):
+        for i in range(lengths[s]):
+            tokens[w], w = list_item(sentences[s], i), w + 1
+    stream = np.empty(W + 2 * S, dtype=np.int64)  # (M,)
+    t, w = 0, 0
+    for s in range(S):
+        stream[t], t = bos, t + 1
+        for _ in range(lengths[s]):
+            if w + AHEAD < W:
+                prefetch_object(tokens[w + AHEAD])  # type: ignore[call-arg]
+            data, size = utf8_bytes(tokens[w])
+            if size < 0 or data % 8 != 0:
+                return stream, lengths, w
+            h, power = np.uint64(0), np.uint64(1)
+            for at in range(0, size, 8):
+                piece = load_piece(data + at) & _MASKS[min(size - at, 8)]
+                h, power = h + piece * power, power * _HASH_P_U64
+            word = vocab[probe(vocab, vocab_homes, np.int64(h))].id
+            if word == bos or word == eos:
+                return stream, lengths, w
+            stream[t], t, w = word, t + 1, w + 1
+        stream[t], t = eos, t + 1
+    return stream, lengths, LISTS_NOT_READ

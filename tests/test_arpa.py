@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -208,20 +209,33 @@ def test_vectorised_scoring_equals_the_readable_recursion(tmp_path, smoothing, o
     np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
 
 
-def test_token_lists_that_do_not_join_into_text_score_alike(tmp_path):
-    """log10_probs reads token lists through their joined text when that gives the tokens back;
-    tokens holding a space, a tab or a newline, or empty ones, cannot be, and are looked up one
-    by one: both ways against the readable recursion (which looks every token up by itself)."""
-    lm = read_arpa(NGramLM(3, "kneser-ney").fit(TRAIN).to_arpa(tmp_path / "m.arpa"))
+def test_token_lists_read_where_python_keeps_them_score_as_the_readable_recursion(tmp_path):
+    """log10_probs reads each token's UTF-8 bytes inside its Python string, from compiled code
+    (arpa_fast.read_lists): against the readable recursion, which looks every token up in a dict.
+    Tokens of 1 to 1,000 bytes (past 512 bytes Python allocates a string with malloc rather than
+    its own allocator), non-ASCII ones, a str subclass, tokens holding a space, a tab or a
+    newline, empty ones, and one with no UTF-8 form (a lone surrogate, read the readable way).
+    The tokens' reference counts are as before: the reader borrows the strings."""
+    words = ["I", "am", "NLP", "naïve", "ça", "a" * 19, "é" * 600, "x" * 1000]
+    lm = read_arpa(NGramLM(3, "kneser-ney").fit(TRAIN + [words]).to_arpa(tmp_path / "m.arpa"))
+
+    class Word(str):
+        pass
+
     for sentences in [
         [["I", "am"], ["NLP", "I", "am"], []],
+        [words, words[::-1], [w + "s" for w in words]],
+        [[Word("I"), Word("am")], ["I", Word("naïve")]],
         [["I am", "NLP"], ["I"]],
         [["", "I"]],
         [["I", "a\tb"], ["am\nI"]],
         [[""]],
+        [["I", "am"], ["\udcff", "I", "am"]],
     ]:
+        counts = [sys.getrefcount(w) for s in sentences for w in s]
         loop = [lm.log10_prob(w, s[:i]) for s in sentences for i, w in enumerate(s + ["</s>"])]
         np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
+        assert [sys.getrefcount(w) for s in sentences for w in s] == counts
     assert len(lm.log10_probs([])) == 0
 
 
