@@ -308,7 +308,7 @@ class _WordIds(dict):
         self.unk = unk
 
     def __missing__(self, word: object) -> int:
-        if type(word) is not str:
+        if not isinstance(word, str):
             raise TypeError(f"the token {word!r} is not a string")
         return self.unk
 

@@ -225,7 +225,7 @@ def test_token_lists_read_where_python_keeps_them_score_as_the_readable_recursio
     for sentences in [
         [["I", "am"], ["NLP", "I", "am"], []],
         [words, words[::-1], [w + "s" for w in words]],
-        [[Word("I"), Word("am")], ["I", Word("naïve")]],
+        [[Word("I"), Word("am")], ["I", Word("naïve"), Word("zzz")]],
         [["I am", "NLP"], ["I"]],
         [["", "I"]],
         [["I", "a\tb"], ["am\nI"]],
