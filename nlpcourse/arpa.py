@@ -530,11 +530,9 @@ class ArpaLM:
 
     def _assemble(self, words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The stream ``<s> w1 ... wk </s>`` of every sentence (M,), from the word ids (W,) of all
-        the sentences and each sentence's number of words (S,). ``ValueError`` on
-        ``<s>``/``</s>``."""
+        the sentences and each sentence's number of words (S,); the words hold no ``<s>`` or
+        ``</s>`` (:meth:`_stream` has checked them with :func:`check_sentences`)."""
         bos, eos = self.index_[BOS], self.index_[EOS]
-        if ((words == bos) | (words == eos)).any():
-            raise ValueError("a sentence holds <s> or </s>")
         ends = np.cumsum(lengths + 2)  # (S,) one past each sentence's </s>
         stream = np.empty(len(words) + 2 * len(lengths), dtype=np.int64)  # (M,)
         inside = np.ones(len(stream), dtype=bool)
