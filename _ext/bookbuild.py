@@ -17,6 +17,12 @@ Loaded from ``_config.yml`` (``sphinx: local_extensions``). It
   only check or record a result (``assert ...`` and ``keep("name", value)``, which glues a number
   into the prose) move into a collapsed "show the checks" block under the cell's code. The cell
   runs unchanged (the notebook and its download keep every line); only the shown source is split;
+- executes again every chapter whose last execution failed: Sphinx re-reads only the pages whose
+  source changed, so a chapter that failed once (a cell error, or the cell timeout on a busy
+  machine) would keep its failure, with no successful execution in the cache, until its code
+  changed or someone cleared the cache by hand. Before reading, every executed page without a
+  successful execution of its current code in the cache is marked out of date, and myst-nb
+  executes it again;
 - marks the figures of many small heat maps (``plot.attention_heads``, ``plot.masks``) as wide, so
   that on a phone they keep a readable size and scroll sideways inside their box (``book.css``)
   instead of shrinking to a blur.
@@ -28,15 +34,18 @@ import ast
 import importlib
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from docutils import nodes
+from myst_nb.core.read import is_myst_markdown_notebook
 from pybtex.plugin import register_plugin
 from pybtex.richtext import Text
 from pybtex.style.formatting.plain import Style as PlainStyle
 from pybtex.style.labels import BaseLabelStyle
 from sphinx.application import Sphinx
 from sphinx.util.fileutil import copy_asset
+
+from nlpcourse.book import cached_execution
 
 
 def mathjax_source() -> Path:
@@ -75,6 +84,30 @@ def offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict,
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(executed, target)
     context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def executed_here(app: Sphinx, path: Path) -> bool:
+    """Whether myst-nb executes ``path`` through the cache: a notebook outside the exclude patterns
+    (matched as myst-nb matches them), in ``execute_notebooks: cache`` mode."""
+    config = app.env.mystnb_config  # myst-nb's settings, resolved when the builder started
+    if config.execution_mode != "cache" or path.suffix not in (".md", ".ipynb"):
+        return False
+    if path.suffix == ".md" and not is_myst_markdown_notebook(path.read_text()):
+        return False
+    relative = PurePosixPath(path.relative_to(app.srcdir).as_posix())
+    return not any(relative.match(pattern) for pattern in config.execution_excludepatterns)
+
+
+def failed_executions(app: Sphinx, env, added: set, changed: set, removed: set) -> list[str]:
+    """The pages to read again although their source did not change: those without a successful
+    execution of their current code in the execution cache (their last execution failed)."""
+    cache = Path(app.env.mystnb_config.execution_cache_path)  # myst-nb's: _build/.jupyter_cache
+    again = []
+    for docname in sorted(env.found_docs - added - changed - removed):
+        path = Path(env.doc2path(docname))
+        if executed_here(app, path) and cached_execution(cache, path) is None:
+            again.append(docname)
+    return again
 
 
 def is_check(statement: ast.stmt) -> bool:
@@ -260,6 +293,7 @@ register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
 
 def setup(app: Sphinx) -> dict:
     app.config.mathjax_path = "mathjax/tex-chtml.js"
+    app.connect("env-get-outdated", failed_executions)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", copy_notebooks)
     app.connect("html-page-context", unique_scripts, priority=900)  # after the themes' handlers

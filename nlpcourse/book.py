@@ -56,3 +56,33 @@ def chapter_title(path: Path) -> str:
         if line.startswith("# "):
             return line[2:].strip()
     raise ValueError(f"{path} has no '# ' title")
+
+
+def read_page_notebook(path: Path) -> Any:
+    """The notebook of a book page as the build reads it: a MyST Markdown file or an ``.ipynb``."""
+    import nbformat
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    if path.suffix == ".ipynb":
+        return nbformat.read(path, as_version=4)
+    return read_myst_markdown_notebook(
+        path.read_text(), config=MdParserConfig(), add_source_map=True, path=str(path)
+    )
+
+
+def cached_execution(cache_dir: Path, path: Path) -> Any | None:
+    """The successful execution of ``path``'s current code in the build's execution cache, or None.
+
+    jupyter-cache (myst-nb's ``execute_notebooks: cache``) stores an executed notebook only when it
+    ran without error, keyed by a hash of its code; a failed run (a cell error, the cell timeout)
+    leaves only a traceback on the page's project record. So None means the page must be executed
+    again: its code changed, or its last execution failed, or the cache was cleared. Returns the
+    cache record (``.pk``, ``.created``), to be merged into the notebook by the caller.
+    """
+    from jupyter_cache import get_cache
+
+    try:
+        return get_cache(str(cache_dir)).match_cache_notebook(read_page_notebook(path))
+    except KeyError:
+        return None
