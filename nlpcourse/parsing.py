@@ -708,10 +708,12 @@ def to_cnf(grammar: CFG) -> CNFGrammar:
     2. BIN: a rule ``A -> B C D ...`` becomes ``A -> B A|<C-D-...>``, ``A|<C-D-...> -> C A|<D-...>``
        and so on, each new rule binary;
     3. DEL (only if there are empty rules): every nonterminal that can derive the empty string is
-       *nullable*; each rule gets a copy without each subset of its nullable symbols (never all of
-       them), and the empty rules go. The empty string itself leaves the language. Each copy
-       remembers what it dropped (``CNFRule.gaps``: the position and the symbol's first-found
-       empty tree), so that trees read off the chart get their empty constituents back;
+       *nullable*; each rule gets a copy without each subset of its nullable symbols, except a
+       subset that would leave the right-hand side empty (``A -> X B`` with ``B`` nullable gives
+       ``A -> X``; ``A -> B`` gives no empty copy), and the empty rules go. The empty string
+       itself leaves the language. Each copy remembers what it dropped (``CNFRule.gaps``: the
+       position and the symbol's first-found empty tree), so that trees read off the chart get
+       their empty constituents back;
     4. UNIT: each chain of unit rules ``A -> B -> ... -> Z`` followed by a non-unit rule
        ``Z -> rhs`` becomes one rule ``A -> rhs`` labelled ``A+B+...+Z``; chains that repeat a
        symbol are left out.
