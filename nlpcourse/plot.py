@@ -226,6 +226,20 @@ def gradient_norms(norms: dict[str, Sequence[float]], ax: Axes | None = None) ->
     return ax
 
 
+def _log_minor_label(ax: Axes, value: float) -> str:
+    """The label of a minor tick on a log-scaled y axis: 2, 3 and 5 times each power of ten, or
+    every minor tick when the axis shows no power of ten at all (then matplotlib puts its minor
+    ticks at round linear steps, 110, 120, ..., and they are the only ticks a reader can read)."""
+    low, high = sorted(ax.get_ylim())
+    if value <= 0 or low <= 0:
+        return ""
+    powers_shown = math.floor(math.log10(high)) - math.ceil(math.log10(low)) + 1
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    if powers_shown < 1 or any(math.isclose(mantissa, m) for m in (2, 3, 5)):
+        return f"{value:g}"
+    return ""
+
+
 def learning_curves(
     histories: dict[str, dict[str, Sequence[float]]],
     references: dict[str, float] | None = None,
@@ -246,9 +260,7 @@ def learning_curves(
         ax.axhline(value, color=f"C{k + len(histories)}", ls="--", lw=1.2, label=label)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(  # label 2, 3 and 5 times each power of ten
-        FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "235" else "")
-    )
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: _log_minor_label(ax, v)))
     ax.set_xlabel(
         {"step": "training step (parameter updates)", "words": "training words"}.get(x, x)
     )
