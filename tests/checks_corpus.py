@@ -51,3 +51,34 @@ def wrong_with_right_name_or_none(check, student, name: str | None) -> None:
         assert "likely mistake" not in message, message
     else:
         assert "likely mistake" in message and name in message, message
+
+
+class _Captured(Exception):
+    """Raised by :func:`captured`'s stand-in for run_check, to stop the check there."""
+
+
+def captured(module, name: str, hidden: bool) -> list[dict]:
+    """What the check ``module.name`` hands to run_check, each time it calls it: ``name``,
+    ``reference``, ``cases``, ``compare``, ``mistakes`` and ``same`` (the check runs no case).
+    Read the answers of an answer table before calling this (the key refuses while checks run)."""
+    from nlpcourse.checks import core
+
+    runs: list[dict] = []
+
+    def capture(label, student, reference, cases, compare=core.compare_numbers, *, mistakes=None,
+                same=core.same_answer):  # fmt: skip
+        runs.append(
+            {"name": label, "reference": reference, "cases": list(cases), "compare": compare,
+             "mistakes": mistakes, "same": same}
+        )  # fmt: skip
+        raise _Captured
+
+    original = module.run_check
+    module.run_check = capture
+    try:
+        getattr(module, name)(lambda *args: None, hidden=hidden)
+    except _Captured:
+        pass
+    finally:
+        module.run_check = original
+    return runs

@@ -330,3 +330,41 @@ UNNAMED = [  # three or more per part; each must fail the visible cases with exp
 @pytest.mark.parametrize("check, function", UNNAMED)
 def test_plausible_mistakes_nobody_named_fail_on_the_visible_cases(check, function):
     wrong_with_right_name_or_none(check, function, None)
+
+
+# --------------------------------------- issue 42: no tie decides a grade (test_checks_ties.py)
+
+
+def beam_search_two_lists(step, state, beam_size, max_len, length_penalty, ended_first=True):
+    """A right beam search written another way (issue 42): heapq.nlargest over the candidates,
+    the ended hypotheses kept in a list apart from the live ones (both count towards beam_size),
+    the final pick from ``ended + live`` or ``live + ended``: where the cases held a tie, one of
+    the two orders got 0 points."""
+    import heapq
+
+    live, ended = [(0.0, (), state)], []
+    for _ in range(max_len):
+        candidates = [(score, ys, None, True) for score, ys in ended]
+        for score, ys, s in live:
+            logp, s2 = step(ys[-1] if ys else 1, s)
+            for v, lp in enumerate(logp.tolist()):
+                if lp > -math.inf:
+                    candidates.append((score + lp, (*ys, v), s2, v == 2))
+        kept = heapq.nlargest(beam_size, candidates, key=lambda c: c[0])
+        ended = [(c[0], c[1]) for c in kept if c[3]]
+        live = [(c[0], c[1], c[2]) for c in kept if not c[3]]
+        if not live:
+            break
+    pool = [(s, ys) for s, ys in ended] + [(s, ys) for s, ys, _ in live]
+    if not ended_first:
+        pool = pool[len(ended) :] + pool[: len(ended)]
+    score, ys = max(pool, key=lambda h: h[0] / len(h[1]) ** length_penalty)
+    return [y for y in ys if y != 2], score / len(ys) ** length_penalty
+
+
+@pytest.mark.parametrize("ended_first", [True, False])
+def test_a_right_beam_search_passes_whichever_order_it_meets_the_hypotheses_in(ended_first, capsys):
+    student = functools.partial(beam_search_two_lists, ended_first=ended_first)
+    checks.check_beam_search(student)
+    checks.check_beam_search(student, hidden=True)
+    assert "cases pass" in capsys.readouterr().out
