@@ -23,9 +23,9 @@ Loaded from ``_config.yml`` (``sphinx: local_extensions``). It
   changed or someone cleared the cache by hand. Before reading, every executed page without a
   successful execution of its current code in the cache is marked out of date, and myst-nb
   executes it again;
-- marks the figures of many small heat maps (``plot.attention_heads``, ``plot.masks``) as wide, so
-  that on a phone they keep a readable size and scroll sideways inside their box (``book.css``)
-  instead of shrinking to a blur.
+- marks the figures of many small heat maps (``plot.attention_heads``, ``plot.masks``,
+  ``plot.heads_beside_single``) as wide, so that on a phone they keep a readable size and scroll
+  sideways inside their box (``book.css``) instead of shrinking to a blur.
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ def offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict,
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if app.builder.format != "html" or not executed.is_file() or context.get("ipynb_source"):
         return
+    if Path(app.env.doc2path(pagename)).suffix == ".ipynb":
+        return  # an exercise page: its source is the notebook, which the menu offers already
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(executed, target)
@@ -222,7 +224,7 @@ def fold_checks(app: Sphinx, doctree: nodes.document) -> None:
 
 
 # figures with many small panels: on a phone, shown at a readable width inside a scrolling box
-WIDE_FIGURES = re.compile(r"\bplot\.(attention_heads|masks)\(")
+WIDE_FIGURES = re.compile(r"\bplot\.(attention_heads|masks|heads_beside_single)\(")
 
 
 def mark_wide_figures(app: Sphinx, doctree: nodes.document) -> None:
