@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import dataclasses
 import hashlib
 import json
@@ -799,37 +798,13 @@ def _progress(total: int, show: bool) -> Any:
 
 
 def write_csv(course: Course, assignment: Assignment, path: Path) -> None:
-    """One row per student the grader ever recorded for ``assignment`` (the whole class, whoever
-    this run graded): student, score, max, each part's points, status, needs review, isolation,
-    reasons."""
-    from autograder import gradebook_writer
+    """The class CSV of ``assignment``, written from the gradebook as it is now (manual grades, late
+    penalties and the whole class included) by the one writer of grades,
+    :func:`autograder.formgrader.write_csv` (issue 45: it was written from this run's results,
+    which undid every review)."""
+    from autograder import formgrader
 
-    gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
-    try:
-        rows = gradebook_writer.recorded(gb, assignment.name)
-    finally:
-        gb.close()
-    tests = [gid for gid, _ in assignment.test_cells()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        out = csv.writer(f)
-        head = ["student", "score", "max", *tests, "status", "needs_review", "isolation"]
-        out.writerow([*head, "reasons"])
-        for student in sorted(rows):
-            r = rows[student]
-            points = {p.get("grade_id"): p.get("points", 0.0) for p in r.parts}
-            out.writerow(
-                [
-                    student,
-                    f"{r.score:g}",
-                    f"{r.max_score:g}",
-                    *(f"{float(points.get(gid, 0.0)):g}" for gid in tests),
-                    r.status,
-                    r.needs_review,
-                    r.isolation,
-                    "; ".join(r.reasons),
-                ]
-            )
+    formgrader.write_csv(course, assignment.name, path)
 
 
 # ------------------------------------------------------------------------------ the command

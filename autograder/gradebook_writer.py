@@ -25,7 +25,8 @@ formgrader shows.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -193,7 +194,7 @@ def record(
             comment.auto_comment = "No response." if comment.name in unanswered else why
         nb.flagged = nb.flagged if unchanged else bool(result["needs_review"])
         gb.db.flush()
-        nb.late_submission_penalty = _late_penalty(config, student, nb, submission)
+        nb.late_submission_penalty = late_penalty(config, student, nb, submission)
 
         gb.db.execute(
             delete(results_table).where(
@@ -245,10 +246,11 @@ def timestamp_utc(text: str) -> datetime:
     return parse_utc(text.strip())
 
 
-def _late_penalty(
+def late_penalty(
     config: Config, student: str, nb: SubmittedNotebook, submission: SubmittedAssignment
 ) -> float | None:
-    """The penalty ``AssignLatePenalties`` would assign (None when on time or no plugin says so)."""
+    """The penalty ``AssignLatePenalties`` would assign (None when on time or no plugin says so):
+    the student's due date includes their extension, as nbgrader's ``total_seconds_late`` does."""
     seconds_late = submission.total_seconds_late
     if not seconds_late or seconds_late <= 0:
         return None
@@ -258,3 +260,142 @@ def _late_penalty(
     if penalty is None:
         return None
     return assigner._check_late_penalty(nb, penalty)
+
+
+# ------------------------------------------------------------------ the class's grades, read back
+
+
+@dataclass
+class ClassRow:
+    """One student's grade of an assignment as the gradebook holds it now: after review (manual
+    grades), late penalty and extension included. Every course output that shows a score (the
+    CSVs, the class report, the LMS files, the demo's table) is made from these rows, so they
+    agree with each other and with ``nbgrader export`` (issue 45)."""
+
+    student: str
+    last_name: str
+    first_name: str
+    email: str
+    submitted: bool  # a submission is recorded in the gradebook
+    timestamp: str  # when it was handed in (UTC, ISO 8601), "" when unknown
+    duedate: str  # the student's due date (UTC, ISO 8601, extension included), "" when none
+    extension: str  # the extension granted, in words ("2 days, 0:00:00"), "" when none
+    seconds_late: float
+    raw_score: float  # the sum of the cells' scores, manual scores where given
+    late_penalty: float
+    score: float  # what ``nbgrader export`` gives: max(0, raw_score - late_penalty)
+    max_score: float
+    cells: dict[str, float | None]  # each graded cell's score, by grade_id (None: ungraded)
+    manual: list[str]  # cells graded by hand
+    needs_manual_grade: list[str]  # cells still to grade by hand
+    flagged: bool  # formgrader's flag
+    status: str  # the grader's status, or what the gradebook says when the grader has none
+    reasons: list[str]  # the grader's reasons (instructor-facing)
+    review: str  # "open", "resolved" or "" (never asked for)
+    parts: list[dict] = field(default_factory=list)  # the grader's per-part results, if any
+    notebook: str = ""  # the file name handed in, as the grader recorded it
+    isolation: str = ""  # how the grader isolated the student's code
+
+
+NOT_SUBMITTED = "not submitted"  # no submission in the gradebook: nbgrader export gives 0
+NOT_GRADED = "handed in, not graded"  # a file in submitted/ but nothing recorded: run again
+NBGRADER = "graded by nbgrader"  # graded by nbgrader autograde (the plain route): no grader row
+
+
+def _utc(value: Any) -> str:
+    return value.isoformat(sep=" ", timespec="seconds") if value is not None else ""
+
+
+def class_grades(
+    gb: Gradebook, assignment: str, handed_in: Iterable[str] = (), order: Sequence[str] = ()
+) -> tuple[dict[str, float], list[ClassRow]]:
+    """The graded cells of ``assignment`` with their points (by grade_id: those in ``order`` first,
+    in that order, e.g. the source notebook's, then the others by name; the gradebook keeps no
+    order) and
+    one row per student of the gradebook, sorted by id, plus one per student in ``handed_in``
+    (those with a folder in ``submitted/``) who is not in it yet. A student with no submission
+    scores 0, as ``nbgrader export`` gives, and their status says why."""
+    try:
+        assignment_row = gb.find_assignment(assignment)
+    except MissingEntry:
+        raise KeyError(f"no assignment {assignment!r} in the gradebook") from None
+    points = {
+        cell.name: float(cell.max_score)
+        for notebook in assignment_row.notebooks
+        for cell in notebook.grade_cells
+    }
+    names = [c for c in order if c in points] + sorted(set(points) - set(order))
+    cells = {name: points[name] for name in names}
+    results = recorded(gb, assignment)
+    by_student = {s.student.id: s for s in assignment_row.submissions}
+    students = {s.id: s for s in gb.students}
+    handed = set(handed_in)
+    rows = []
+    for student_id in sorted(set(students) | handed):
+        person = students.get(student_id)
+        names = (
+            (person.last_name or "", person.first_name or "", person.email or "")
+            if person is not None
+            else ("", "", "")
+        )
+        submission = by_student.get(student_id)
+        if submission is None:
+            status = NOT_GRADED if student_id in handed else NOT_SUBMITTED
+            rows.append(
+                ClassRow(
+                    student_id,
+                    *names,
+                    False,
+                    "",
+                    _utc(assignment_row.duedate),
+                    "",
+                    0.0,
+                    0.0,
+                    0.0,
+                    0.0,
+                    float(assignment_row.max_score),
+                    dict.fromkeys(cells),
+                    [],
+                    [],
+                    False,
+                    status,
+                    [],
+                    "",
+                )  # fmt: skip
+            )
+            continue
+        grades = {g.name: g for nb in submission.notebooks for g in nb.grades}
+        flagged = any(nb.flagged for nb in submission.notebooks)
+        to_grade = [c for c in cells if c in grades and grades[c].needs_manual_grade]
+        result = results.get(student_id)
+        asked = bool(result and result.needs_review) or flagged or bool(to_grade)
+        penalty = float(submission.late_submission_penalty or 0.0)
+        rows.append(
+            ClassRow(
+                student=student_id,
+                last_name=names[0],
+                first_name=names[1],
+                email=names[2],
+                submitted=True,
+                timestamp=_utc(submission.timestamp),
+                duedate=_utc(submission.duedate),
+                extension=str(submission.extension) if submission.extension else "",
+                seconds_late=float(submission.total_seconds_late or 0.0),
+                raw_score=float(submission.score),
+                late_penalty=penalty,
+                score=max(0.0, float(submission.score) - penalty),
+                max_score=float(submission.max_score),
+                cells={c: (grades[c].score if c in grades else None) for c in cells},
+                manual=[c for c in cells if c in grades and grades[c].manual_score is not None],
+                needs_manual_grade=to_grade,
+                flagged=flagged,
+                status=result.status if result else NBGRADER,
+                reasons=list(result.reasons) if result else [],
+                review=("open" if flagged or to_grade else "resolved") if asked else "",
+                parts=list(result.parts) if result else [],
+                notebook=result.notebook if result else "",
+                isolation=result.isolation if result else "",
+            )
+        )
+    gb.db.rollback()  # end the read transaction: SQLite would otherwise hold its lock
+    return cells, rows

@@ -33,6 +33,8 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script (python autograder/grading.py): the package too
+    sys.path.insert(0, str(REPO))
 CONFIG_DIR = REPO / "autograder"  # where nbgrader_config.py lives
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 DEMO_MARKER = ".nlpcourse-demo"
@@ -54,7 +56,7 @@ def run_nbgrader(*args: str, root: Path | None = None) -> subprocess.CompletedPr
 
 
 # a course's configuration (postgres.py: nbgrader_config.py names a missing PostgreSQL driver)
-COURSE_FILES = ("nbgrader_config.py", "course_nbgrader.py", "postgres.py", "templates")
+COURSE_FILES = ("nbgrader_config.py", "course_nbgrader.py", "inert.py", "postgres.py", "templates")
 
 
 def copy_configuration(folder: Path) -> None:
@@ -128,6 +130,8 @@ def grade(
     score}}`` read back from the gradebook, and the CSV's path under ``"csv"``."""
     from nbgrader.api import Gradebook
 
+    from autograder.gradebook_writer import class_grades
+
     started = time.monotonic()
 
     def step(*args: str) -> None:
@@ -151,12 +155,20 @@ def grade(
         print(f"[{time.monotonic() - started:5.1f} s] done", flush=True)
 
     scores: dict = {"csv": csv_path}
+    # read by the course's one reader of grades, as every course output is (issue 45): the total
+    # is the score nbgrader export gives (late penalty included)
     with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}") as gb:
-        for student in submissions:
-            nb = gb.find_submission_notebook(Path(name).stem, assignment, student)
-            scores[student] = {g.name: g.score for g in nb.grades}
-            scores[student]["total"] = nb.score
+        _, rows = class_grades(gb, assignment, order=grade_order(assignment))
+    for row in rows:
+        if row.student in submissions:
+            scores[row.student] = {**row.cells, "total": row.score}
     return scores
+
+
+def grade_order(assignment: str) -> list[str]:
+    """The grade_ids of ``solutions/<assignment>``'s notebook, in order."""
+    nb = nbformat.read(notebook_path(REPO / "solutions", assignment), as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
 
 
 def solution_timing(assignment: str) -> dict:

@@ -98,9 +98,8 @@ def assignment_lock(db_url: str, assignment: str) -> Iterator[None]:
         with _file_lock(path, f"grading-{assignment}", describe_run(assignment), wait=False):
             yield
     elif backend == "postgresql":
-        with postgres.advisory_lock(
-            db_url, PG_CLASS, _assignment_key(assignment), describe_run(assignment), wait=False
-        ):
+        key, holder = _assignment_key(assignment), describe_run(assignment)
+        with postgres.advisory_lock(db_url, PG_CLASS, key, holder, wait=False, busy=Busy):
             yield
     else:
         print(f"note: no lock on a {backend} gradebook: run one grader per assignment at a time")

@@ -142,3 +142,111 @@ def environment() -> dict[str, str]:
     """The grader's environment: this venv's scripts first, one thread per library."""
     bin_dir = str(Path(PYTHON).parent)
     return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
+
+
+# ---------------------------------------------------------------- a class with known mistakes
+
+
+def checked_in_process(data, name, source, *, assignment, student, limits, expected_name):
+    """A grader for the course's own generated submissions (trusted: no sandbox), with the
+    signature of ``grade_submission``: the source's setup cells and the student's solution cells
+    run in one namespace, then each test cell of the source (hidden tests included) calls the
+    real check. A part's message is the check's, as the sandboxed grader records it. What is
+    tested with it is what happens to these messages after grading (the report, the CSVs)."""
+    import contextlib
+    import hashlib
+    import io
+    import json
+
+    nb = json.loads(data)
+    answers = {}
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution"):
+            text = cell["source"]
+            answers[meta["grade_id"]] = "".join(text) if isinstance(text, list) else text
+    namespace: dict = {}
+    parts = []
+    for cell in source["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] != "code" or not meta.get("grade_id"):
+            continue
+        if meta.get("solution"):
+            text = answers.get(meta["grade_id"], "raise NotImplementedError()")
+        status, message = "passed", ""
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(text, meta["grade_id"], "exec"), namespace)  # noqa: S102
+        except Exception as error:  # a test cell's check failed, or a solution cell raised
+            status = "failed"
+            message = str(error) if type(error).__name__ == "CheckFailed" else f"{error!r}"
+        if meta.get("grade") and not meta.get("solution"):
+            points = float(meta["points"])
+            parts.append(
+                {"grade_id": meta["grade_id"], "points": points if status == "passed" else 0.0,
+                 "max_points": points, "status": status, "message": message}
+            )  # fmt: skip
+    score = sum(p["points"] for p in parts)
+    misnamed = [f"expected {expected_name}, found {name}"] if name != expected_name else []
+    return {
+        "assignment": assignment, "student": student, "notebook": name,
+        "checksum": hashlib.sha256(data).hexdigest(), "parts": parts,
+        "status": "needs_review" if misnamed else "graded" if score else "zero",
+        "reasons": misnamed + ([] if score else ["no part passed"]),
+        "needs_review": bool(misnamed), "seconds": 0.01, "student_seconds": 0.01,
+        "isolation": "none: the tests' in-process grader",
+    }  # fmt: skip
+
+
+# Mistakes the checks of 01-ngrams name, each made by editing the solution's code: (solution
+# cell, what is replaced, what replaces it, the test cell that fails, words of the named mistake)
+MISTAKES = {
+    "no_eos": ("count_ngrams", "list(sentence) + [EOS]", "list(sentence)", "test_count_ngrams",
+               "you left out the end symbol '</s>'"),
+    "n_bos": ("count_ngrams", "[BOS] * (n - 1)", "[BOS] * n", "test_count_ngrams",
+              "you padded with n = "),
+    "one_for_k": ("addk_prob", "0) + k) / (c_context + k * vocab_size)",
+                  "0) + 1) / (c_context + vocab_size)", "test_addk_prob",
+                  "you used 1 in place of k"),
+}  # fmt: skip
+BLANK = ("perplexity", "test_perplexity")  # left as handed out: "not written yet", no mistake
+
+
+def class_plan(n: int) -> dict[str, list[str]]:
+    """Which mistakes each of ``n`` students makes (``s01``: ["no_eos", ...]); "blank" leaves
+    perplexity as handed out. Every fourth student leaves out '</s>', the next pads n '<s>',
+    every third adds 1 in place of k, every fifth leaves perplexity blank."""
+    plan = {}
+    for i in range(1, n + 1):
+        made = []
+        made += ["no_eos"] if i % 4 == 0 else ["n_bos"] if i % 4 == 1 else []
+        made += ["one_for_k"] if i % 3 == 0 else []
+        made += ["blank"] if i % 5 == 0 else []
+        plan[f"s{i:02d}"] = made
+    return plan
+
+
+def mistaken(assignment: str, mistakes: list[str]):
+    """The release notebook of 01-ngrams with every part solved, but with ``mistakes``."""
+    code = grading.solution_code(assignment)
+    for name in mistakes:
+        if name == "blank":
+            del code[BLANK[0]]
+            continue
+        cell, old, new, _, _ = MISTAKES[name]
+        assert old in code[cell], (name, code[cell])  # the solution still reads as expected
+        code[cell] = code[cell].replace(old, new)
+    return grading.submission(assignment, code)
+
+
+def stamp(when: str) -> str:
+    """nbgrader's ``timestamp.txt`` text for a UTC time ``"2026-11-20 12:00:00"``."""
+    return f"{when}.000000 UTC\n"
+
+
+def in_process_client():
+    """A Dask client of one worker thread in this process (for :func:`checked_in_process`)."""
+    from distributed import Client
+
+    return Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0")

@@ -8,7 +8,9 @@ the fields of :class:`autograder.results.Limits` (their defaults and units) agai
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,11 +21,14 @@ from nbgrader.preprocessors import ClearHiddenTests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "autograder"))
+sys.path.insert(0, str(REPO / "tests"))
 import course_nbgrader as course  # noqa: E402
+import services  # noqa: E402
 
 from autograder import classgrader  # noqa: E402
 from autograder.results import STATUSES, Limits  # noqa: E402
 
+ASSIGNMENT = "01-ngrams"
 STRAY = "def mle_prob(counts, context, word):\n    # BEGIN HIDDEN TESTS? what?\n    return 0\n"
 TEST = "check_mle_prob(mle_prob)\n### BEGIN HIDDEN TESTS\nsecret_case()\n### END HIDDEN TESTS\n"
 
@@ -95,3 +100,129 @@ def test_a_course_that_cannot_be_graded_is_a_message_not_a_traceback(tmp_path, c
     assert stopped.value.code == 2
     said = capsys.readouterr().err
     assert "no nbgrader_config.py" in said and "Traceback" not in said
+
+
+# ---------------------------------------------------------- one writer of grades (issue 45 §1)
+
+DUE = "2026-11-20 12:00:00"
+
+
+def nbgrader_in(course: Path, *args: str) -> subprocess.CompletedProcess:
+    """An nbgrader command run from the course folder, as the README runs it."""
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "nbgrader"), *args], cwd=course,
+        env=services.environment(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, (args, run.stdout, run.stderr)
+    return run
+
+
+def read_csv(path: Path, key: str = "student") -> dict[str, dict]:
+    with open(path, encoding="utf-8") as f:
+        return {row[key]: row for row in csv.DictReader(f)}
+
+
+@pytest.mark.slow  # grades a class (in-process Dask), runs nbgrader and the course's commands
+def test_late_work_an_extension_and_a_manual_grade_agree_in_every_output(tmp_path):
+    """A due date with nbgrader's "zero" late penalty, a late student, a late student with an
+    extension, a manual grade, a student with no submission; then a grader run that grades nobody.
+    The expected scores are worked out here from the rules (nbgrader's: late scores 0, the
+    extension moves the due date, a manual score replaces the automatic one, no submission is 0),
+    and every output must give them: the CSV of the grader's run, formgrader's CSV, nbgrader's
+    export, the class report and the LMS files. Before issue 45 the grader's CSV gave the late
+    student 12 and put the manual grade back to the automatic score on the next run."""
+    from nbgrader.api import Gradebook
+
+    from autograder import lms, report
+
+    course_dir = services.make_course(tmp_path, ASSIGNMENT)
+    with open(course_dir / "nbgrader_config.py", "a") as f:
+        f.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    nbgrader_in(course_dir, "db", "assignment", "add", ASSIGNMENT, f"--duedate={DUE} UTC")
+    nbgrader_in(course_dir, "db", "student", "add", "zoe", "--last-name=Absent")
+    full, slip = services.mistaken(ASSIGNMENT, []), services.mistaken(ASSIGNMENT, ["no_eos"])
+    services.hand_in(tmp_path, ASSIGNMENT, {"ontime": full, "late": full, "extended": full})
+    services.hand_in(tmp_path, ASSIGNMENT, {"manual": slip})
+    stamps = {"ontime": "2026-11-19 09:00:00", "late": "2026-11-21 09:00:00",
+              "extended": "2026-11-21 09:00:00", "manual": "2026-11-20 11:00:00"}  # fmt: skip
+    for student, when in stamps.items():
+        folder = tmp_path / "autograder" / "submitted" / student / ASSIGNMENT
+        (folder / "timestamp.txt").write_text(services.stamp(when))
+    course = classgrader.load_course(course_dir)
+    grades_csv = course_dir / f"grades-{ASSIGNMENT}.csv"
+
+    def grade() -> classgrader.Summary:
+        with services.in_process_client() as c:
+            return classgrader.grade_assignment(
+                course, ASSIGNMENT, client=c, grade_function=services.checked_in_process,
+                progress=False, feedback=False, csv_path=grades_csv,
+            )  # fmt: skip
+
+    assert len(grade().results) == 4
+    full_marks = sum(report_points().values())
+    assert read_csv(grades_csv)["late"]["score"] == "0"  # nbgrader's zero penalty, at once
+
+    # the review: an extension of two days for one late student, a manual grade for another
+    extended = subprocess.run(
+        [sys.executable, "-m", "autograder.formgrader", "extend", ASSIGNMENT, "extended",
+         "--days", "2", "--course", str(course_dir)],
+        cwd=services.REPO, env=services.environment(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert extended.returncode == 0, extended.stdout + extended.stderr
+    with Gradebook(course.db_url, "nlpcourse") as gb:  # as formgrader saves a score
+        cell = gb.find_grade("test_count_ngrams", "ngrams", ASSIGNMENT, "manual")
+        cell.manual_score = 1.5
+        cell.needs_manual_grade = False
+        gb.db.commit()
+    assert grade().results == {}  # a later run grades nobody ...
+    expected = {"ontime": full_marks, "late": 0.0, "extended": full_marks,
+                "manual": full_marks - 2 + 1.5, "zoe": 0.0}  # fmt: skip
+
+    # ... and every output gives the gradebook's scores
+    ours = read_csv(grades_csv)  # ... and its CSV, rewritten from the gradebook, keeps the review
+    assert {s: float(r["score"]) for s, r in ours.items()} == expected
+    assert ours["manual"]["manual"] == "test_count_ngrams"
+    assert float(ours["late"]["late_penalty"]) == full_marks and ours["late"]["raw_score"] == "12"
+    assert ours["extended"]["late_penalty"] == "0" and ours["extended"]["extension"]
+    assert ours["zoe"]["status"] == "not submitted"
+    after = tmp_path / "after.csv"
+    subprocess.run(
+        [sys.executable, "-m", "autograder.formgrader", "csv", ASSIGNMENT, "--course",
+         str(course_dir), "--to", str(after)],
+        cwd=services.REPO, env=services.environment(), check=True, capture_output=True,
+    )  # fmt: skip
+    assert read_csv(after) == ours
+    nbgrader_in(course_dir, "export", "--to", str(tmp_path / "export.csv"))
+    exported = read_csv(tmp_path / "export.csv", "student_id")
+    assert {s: float(r["score"]) for s, r in exported.items()} == expected
+    made = report.class_report(course, ASSIGNMENT)
+    assert {r["student"]: r["score"] for r in made.rows} == expected
+    for kind in lms.LAYOUTS:
+        path = tmp_path / f"{kind}.csv"
+        lms.write(course, ASSIGNMENT, kind, path)
+        got = lms.read_scores(path, kind)
+        assert got == {s: v for s, v in expected.items()}, kind
+
+
+def report_points() -> dict[str, float]:
+    """Each test cell's points, from the source notebook."""
+    nb = nbformat.read(REPO / "solutions" / ASSIGNMENT / "ngrams.ipynb", as_version=4)
+    return {
+        c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    }
+
+
+def test_a_class_csv_is_written_whatever_the_students_wrote(tmp_path):
+    """Issue 40 §5: a lone surrogate (a file name that is not UTF-8, ``'\\udcff'`` in an exception
+    message) or a formula in a reason never makes the CSV unwritable or active."""
+    from autograder import formgrader
+
+    path = tmp_path / "grades.csv"
+    formgrader.write_rows(
+        path, ["student", "reasons"], [["bad\udcffname", '=HYPERLINK("http://x")']]
+    )
+    with open(path, encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[1][0] == "bad\\udcffname" and rows[1][1].startswith("'=")
