@@ -247,13 +247,17 @@ INSPECT = """() => {
       .filter(line => /^\\s*(assert\\b|keep\\()/.test(line)).map(line => line.slice(0, 70));
   const cells = document.querySelectorAll('div.cell').length;
   const notebookLinks = [...document.querySelectorAll('a[href$=".ipynb"]')].length;
+  // the entries of the page's download menu, by their text (".ipynb", ".md", ".pdf")
+  const downloads = [...document.querySelectorAll('.dropdown-download-buttons .dropdown-item, '
+                                                  + '.dropdown-download-buttons a')]
+      .map(e => e.innerText.trim()).filter(t => t);
   const box = (m) => m.getBoundingClientRect();
   const inline = [...document.querySelectorAll('mjx-container:not([display="true"])')]
       .filter(m => !m.closest('div.math'))
       .filter(m => box(m).right > window.innerWidth + 1 || box(m).width > window.innerWidth)
       .map(m => `${Math.round(box(m).width)} px: ${label(m.closest('p, li, td') || m)}`);
   return {count: maths.length, raw, errors, rawInText, images, equations, code, links,
-          swallowed, pipes, dashed, inline, checks, cells, notebookLinks,
+          swallowed, pipes, dashed, inline, checks, cells, notebookLinks, downloads,
           pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
 }"""
 
@@ -295,6 +299,9 @@ def site_problems(base: str, html: Path, browser, width_name: str) -> tuple[list
         problems += [f"a Markdown table left as raw pipes: {p}" for p in found["pipes"]]
         problems += [f"a command's option turned into a dash: {d}" for d in found["dashed"]]
         problems += [f"an inline formula wider than the screen, {f}" for f in found["inline"]]
+        offered = sorted(set(found["downloads"]))
+        twice = [entry for entry in offered if found["downloads"].count(entry) > 1]
+        problems += [f"the download menu lists {entry} twice" for entry in twice]
         if found["pageWidth"] > found["viewport"]:
             wide = found["pageWidth"]
             problems.append(f"the page scrolls sideways: {wide} px wide in {width} px")
