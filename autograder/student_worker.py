@@ -15,15 +15,17 @@ the only trusted code in the worker's interpreter, and it runs before any code o
    :func:`nlpcourse.checks.core.to_plain`: builtins and numpy arrays) or the exception's type name,
    message and line.
 
-The wire: each message is an 8-byte big-endian length and a pickle. From the grader it may hold
-numpy arrays, torch tensors and *handles* ``(TAG, "handle", id, text)`` to objects that stay in
-the grader (a model passed to ``perplexity``, a tagger, a decoder's ``step``); calling one (or
-reading an attribute of it) asks the grader, which runs the trusted object and sends its answer
-back. To the grader it holds only builtins, with arrays and tensors written as
-``(TAG, "ndarray"|"tensor", dtype, shape, bytes)``, which the grader reads with a restricted
-unpickler. Prints, warnings and logging go to the process's stdout and stderr, which the grader
-reads, caps and ignores: they never change a grade. The wire's constants and framing are
-:mod:`autograder.protocol`'s, copied beside this file into the sandbox.
+The wire: each message is an 8-byte big-endian length and its bytes. From the grader it is a
+pickle that may hold numpy arrays, torch tensors and, as pickle *persistent ids*, objects that
+stay in the grader (a model passed to ``perplexity``, a tagger, a decoder's ``step``): the
+unpickler turns exactly those into :class:`Remote` objects, never an argument of the check's, of
+whatever type. Calling a remote object (or reading an attribute of it) asks the grader, which runs
+the trusted object and sends its answer back. To the grader it is one value in the wire's format
+with no references (``protocol.encode``): builtins, with arrays and tensors as ``protocol.Array``
+and remote objects as ``protocol.Handle``. Prints, warnings and logging go to the process's
+stdout and stderr, which the grader reads, caps and ignores: they never change a grade. The
+wire's constants, framing and format are :mod:`autograder.protocol`'s, copied beside this file
+into the sandbox.
 
 Time limits: each of the student's cells and calls runs under a timer of ``call_seconds``; when
 it fires, the worker interrupts itself (``SIGINT``, as a Jupyter kernel is interrupted), so the
@@ -41,12 +43,11 @@ import pickle
 import resource
 import signal
 import sys
-import time
 import traceback
 
 try:  # in the sandbox: the copy beside this file (python -I puts no folder of it on sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from protocol import CELL_TIMEOUT, HEADER, MAX_MESSAGE, TAG, write_message
+    from protocol import CELL_TIMEOUT, HEADER, MAX_MESSAGE, Array, Handle, encode, write_message
 finally:
     del sys.path[0]
 
@@ -62,14 +63,27 @@ class GraderSaid(Exception):
 # ------------------------------------------------------------------------------ the pipe
 
 
+class _FromGrader(pickle.Unpickler):
+    """Reads the grader's pickles (trusted): its persistent ids are its objects, as Remote."""
+
+    def persistent_load(self, pid):
+        _, handle, text = pid  # ("handle", number, text), written by autograder.wire.dumps
+        return Remote(handle, text)
+
+
+def from_grader(data: bytes):
+    """A message of the grader's, its objects as :class:`Remote` objects."""
+    return _FromGrader(io.BytesIO(data)).load()
+
+
 class Pipe:
-    """Length-prefixed pickles over two file descriptors."""
+    """Length-prefixed messages over two file descriptors: pickles in, the wire's format out."""
 
     def __init__(self, fd_in: int, fd_out: int):
         self.fd_in, self.fd_out = fd_in, fd_out
 
     def send(self, message) -> None:
-        write_message(self.fd_out, pickle.dumps(message, protocol=4))
+        write_message(self.fd_out, encode(message))
 
     def _read(self, n: int) -> bytes:
         chunks = io.BytesIO()
@@ -88,7 +102,7 @@ class Pipe:
         return self._read(n)
 
     def receive(self):
-        return pickle.loads(self.receive_bytes())  # from the grader: trusted
+        return from_grader(self.receive_bytes())
 
 
 PIPE: Pipe
@@ -105,12 +119,13 @@ def _array(array, kind: str = "ndarray"):
     import numpy as np
 
     array = np.ascontiguousarray(array)
-    return (TAG, kind, array.dtype.str, tuple(array.shape), array.tobytes())
+    return Array(kind, array.dtype.str, tuple(array.shape), array.tobytes())
 
 
 def plain(value, depth: int = 0, tensors: bool = False):
     """``value`` as wire data: the conversion of ``nlpcourse.checks.core.to_plain``, with arrays
-    (and, for ``tensors=True``, tensors kept as tensors) written as tagged tuples."""
+    (and, for ``tensors=True``, tensors kept as tensors) as ``protocol.Array`` and remote objects
+    as ``protocol.Handle``."""
     if depth > 40:
         raise NotPlainAnswer("the answer is nested too deeply (does it contain itself?)")
     kind = type(value)
@@ -144,7 +159,7 @@ def plain(value, depth: int = 0, tensors: bool = False):
     if kind.__bases__ == (tuple,) and isinstance(getattr(kind, "_fields", None), tuple):
         return tuple(plain(v, depth + 1, tensors) for v in tuple.__iter__(value))  # named tuple
     if isinstance(value, Remote):
-        return (TAG, "handle", object.__getattribute__(value, "_handle"), "")
+        return Handle(object.__getattribute__(value, "_handle"))
     plain_base = next(
         (base for base in kind.__mro__[1:] if base in _NAMES or base in _LEAVES), None
     )
@@ -157,19 +172,6 @@ def plain(value, depth: int = 0, tensors: bool = False):
         f"it is a {kind.__name__}; return plain Python values (numbers, strings, lists, tuples, "
         "dicts) or numpy arrays / torch tensors, as the exercise asks"
     )
-
-
-def unwire(value):
-    """Arguments from the grader: handles become :class:`Remote` objects; the rest is as sent."""
-    kind = type(value)
-    if kind is tuple and len(value) == 4 and value[0] == TAG and value[1] == "handle":
-        return Remote(value[2], value[3])
-    if kind in (list, tuple, set, frozenset):
-        return kind(unwire(v) for v in value)
-    if kind in _DICTS:
-        for key, item in dict.items(value):
-            dict.__setitem__(value, key, unwire(item))
-    return value
 
 
 # ------------------------------------------------------------------------------ callbacks
@@ -211,14 +213,14 @@ def _callback(handle: int, attribute, args: tuple, kwargs: dict):
         plain(args, tensors=True),
         plain(kwargs, tensors=True),
     )
-    key = pickle.dumps(question, protocol=4)
+    key = encode(question)
     if key not in _ANSWERS:
         PIPE.send(question)
         _ANSWERS[key] = PIPE.receive_bytes()
-    kind, value = pickle.loads(_ANSWERS[key])  # a new copy each time: the student may change it
+    kind, value = from_grader(_ANSWERS[key])  # a new copy each time: the student may change it
     if kind == "error":
         raise GraderSaid(value)
-    return unwire(value)
+    return value
 
 
 # ------------------------------------------------------------------------------ cells
@@ -267,11 +269,11 @@ def where(err: BaseException) -> str:
 
 
 class Timer:
-    """Interrupts the student's code at ``seconds`` as a Jupyter kernel is interrupted: a
-    ``SIGINT`` to itself, which Python turns into ``KeyboardInterrupt``."""
+    """Interrupts the student's code at the seconds the grader gave, as a Jupyter kernel is
+    interrupted: a ``SIGINT`` to itself, which Python turns into ``KeyboardInterrupt``."""
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    def __init__(self) -> None:
+        self.seconds = 0.0
         self.fired = False
         signal.signal(signal.SIGALRM, self._fire)
         # Python turns SIGINT into KeyboardInterrupt only if it was not ignored when the process
@@ -284,9 +286,12 @@ class Timer:
         self.fired = True
         signal.raise_signal(signal.SIGINT)
 
-    def start(self) -> None:
+    def start(self, seconds) -> None:
+        """Interrupt at ``seconds`` from now (``None``: no interrupt, for the course's setup)."""
         self.fired = False
-        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        self.seconds = seconds or 0.0
+        if seconds:
+            signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 0.001))
 
     def stop(self) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -306,21 +311,17 @@ def describe(err: BaseException) -> tuple[str, str, str]:
     return type(err).__name__[:100], message, where(err)
 
 
-def run_cells(cells: list[dict], namespace: dict) -> None:
-    for i, cell in enumerate(cells):
-        PIPE.send(("cell", i, "start", None, 0.0))
-        error = None
-        started = time.perf_counter()
-        timed = cell["kind"] != "setup"  # the course's setup cells get the notebook's time
-        try:
-            if timed:
-                TIMER.start()
-            exec(_compile(cell["source"], cell["label"]), namespace)
-        except BaseException as err:  # SystemExit and KeyboardInterrupt too: the cell is over
-            error = describe(err)
-        finally:
-            TIMER.stop()
-        PIPE.send(("cell", i, "done", error, time.perf_counter() - started))
+def run_cell(cell: dict, namespace: dict, seconds) -> tuple | None:
+    """Run one cell of the program, interrupted at ``seconds``; its error (see :func:`describe`)
+    or ``None``."""
+    try:
+        TIMER.start(seconds)
+        exec(_compile(cell["source"], cell["label"]), namespace)
+    except BaseException as err:  # SystemExit and KeyboardInterrupt too: the cell is over
+        return describe(err)
+    finally:
+        TIMER.stop()
+    return None
 
 
 def defined_names(namespace: dict) -> dict[str, str]:
@@ -332,29 +333,48 @@ def defined_names(namespace: dict) -> dict[str, str]:
     return names
 
 
-def serve(namespace: dict) -> None:
+def call(namespace: dict, name, args, seconds) -> tuple:
+    """Call the student's ``name(*args)``, interrupted at ``seconds``: ``("answer", plain data)``
+    or ``("raised", type name, message, where)``."""
+    _ANSWERS.clear()
+    try:
+        function = namespace[name]
+        TIMER.start(seconds)
+        try:
+            answer = function(*args)
+        finally:
+            TIMER.stop()
+        return ("answer", plain(answer))
+    except BaseException as err:  # sent back as its type name, message and line
+        return ("raised", *describe(err))
+
+
+def serve(cells: list[dict], namespace: dict) -> None:
+    """Do what the grader asks, one request at a time, each answered with the request's number:
+    ``("run", n, index, seconds)`` runs a cell of the program, ``("names", n)`` lists what the
+    cells defined, ``("call", n, name, args, seconds)`` calls a function of the student's. The
+    grader decides which cell runs and for how long, and keeps its own clock; nothing here (which
+    the student's code could rewrite) is trusted with either."""
+    PIPE.send(("started",))
     while True:
         message = PIPE.receive()
-        if message[0] == "exit":
+        kind = message[0]
+        if kind == "exit":
             return
-        if message[0] != "call":
+        number = message[1]
+        if kind == "run":
+            reply = ("done", run_cell(cells[message[2]], namespace, message[3]))
+        elif kind == "names":
+            reply = ("names", defined_names(namespace))
+        elif kind == "call":
+            reply = call(namespace, message[2], message[3], message[4])
+        else:
             continue
-        _, name, args = message
-        _ANSWERS.clear()
         try:
-            function = namespace[name]
-            TIMER.start()
-            try:
-                answer = function(*unwire(args))
-            finally:
-                TIMER.stop()
-            reply = ("answer", plain(answer))
-        except BaseException as err:  # sent back as its type name, message and line
-            reply = ("raised", *describe(err))
-        try:
-            PIPE.send(reply)
-        except Exception as err:  # e.g. an answer too large to pickle
-            PIPE.send(("raised", "NotPlainAnswer", f"the answer could not be sent: {err}", ""))
+            PIPE.send((reply[0], number, *reply[1:]))
+        except Exception as err:  # e.g. an answer too large to send
+            text = f"the answer could not be sent: {err}"
+            PIPE.send(("raised", number, "NotPlainAnswer", text, ""))
 
 
 # ------------------------------------------------------------------------------ start
@@ -404,14 +424,11 @@ def main() -> None:
     set_limits(program["limits"])
     drop_privileges(program["uid"])
     PIPE = Pipe(fd_in, fd_out)
-    TIMER = Timer(float(program["limits"]["call_seconds"]))
+    TIMER = Timer()
     sys.path.insert(0, program["view"])
     sys.argv = ["notebook"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": _Shell}
-    started = time.perf_counter()
-    run_cells(program["cells"], namespace)
-    PIPE.send(("ready", defined_names(namespace), time.perf_counter() - started))
-    serve(namespace)
+    serve(program["cells"], namespace)
 
 
 if __name__ == "__main__":

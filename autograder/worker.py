@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import select
 import shutil
 import signal
@@ -26,7 +25,6 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,7 @@ from autograder.isolation import Isolation, bwrap_args, plain_env, unshare_args,
 from autograder.notebook import Cell
 from autograder.protocol import CELL_TIMEOUT, HEADER, MAX_MESSAGE
 from autograder.results import Limits, PartStatus
-from autograder.wire import TooLarge, from_wire, loads, to_wire
+from autograder.wire import TooLarge, dumps, from_wire, loads, to_wire
 
 WORKER_SCRIPT = Path(__file__).with_name("student_worker.py")
 GRACE = 5.0  # seconds an interrupted cell or call has to stop before it is killed
@@ -50,6 +48,14 @@ class SandboxStop(BaseException):
     def __init__(self, status: PartStatus, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
+        self.alive = False  # whether the worker can go on (a call it interrupted itself)
+
+
+def unasked(message: Any) -> str:
+    """Words for a message that is not the answer the grader asked for (never its content)."""
+    kind = message[0] if isinstance(message, (tuple, list)) and message else message
+    what = ascii(kind)[:40] if isinstance(kind, str) else type(kind).__name__
+    return f"the worker sent a message the grader did not ask for ({what}) on the grader's pipe"
 
 
 class StudentRaised(Exception):
@@ -163,12 +169,14 @@ class Worker:
         self.output = _Output(log_r, limits.output_bytes)
         self.output.start()
         self.handles: dict[int, Any] = {}
+        self.asked = 0  # the number of the last request sent
+        self.cell = -1  # the cell of the program asked for last
 
     # -- messages
 
     def send(self, message: Any) -> None:
         try:
-            protocol.write_message(self._to_worker, pickle.dumps(message, protocol=4))
+            protocol.write_message(self._to_worker, dumps(message))
         except OSError as err:
             raise self._death(f"could not be reached ({err})") from None
 
@@ -223,58 +231,78 @@ class Worker:
 
     # -- the program and calls
 
-    def run_cells(self, deadline_of: Callable[[bool], float]) -> tuple[dict[str, str], list, float]:
-        """Run the program's cells; the names they defined, each cell's error (or None) and the
-        time of the student's cells (measured in the worker; not the setup cells or starting
-        Python).
-        A cell that breaks a limit raises :class:`SandboxStop` with ``self.cell`` its index.
-        ``deadline_of(trusted)``: starting Python and the course's setup cells (importing torch
-        on a busy machine) are not the student's doing and get the notebook's time left."""
-        errors: list = []
-        seconds = 0.0
-        self.cell, running = -1, False
-        while True:
-            trusted = self.cell < 0 or (running and self.cells[self.cell].kind == "setup")
-            message = self.receive(deadline_of(trusted), "a cell ran past its time limit")
-            if not isinstance(message, tuple) or not message:
-                raise SandboxStop("crashed", "the worker broke the protocol")
-            if message[0] == "cell" and len(message) == 5 and isinstance(message[1], int):
-                _, index, what, error, took = message
-                if not 0 <= index < len(self.cells) or not isinstance(what, str):
-                    raise SandboxStop("crashed", "the worker broke the protocol")
-                self.cell, running = index, what == "start"
-                if what == "done":
-                    errors.append(error)
-                    if self.cells[index].kind != "setup" and isinstance(took, float):
-                        seconds += min(max(took, 0.0), self.limits.notebook_seconds)
-                continue
-            if message[0] == "ready" and len(message) == 3 and isinstance(message[1], dict):
-                return message[1], errors, seconds
-            raise SandboxStop("crashed", "the worker broke the protocol")
+    def _ask(self, *request: Any) -> int:
+        """Send a request with a number of its own; the answer must carry that number."""
+        self.asked += 1
+        self.send((request[0], self.asked, *request[1:]))
+        return self.asked
 
-    def call(self, name: str, args: tuple, deadline: float) -> Any:
-        """Call the student's ``name(*args)`` in the worker; its plain answer, or its exception."""
+    def _answer(self, number: int, deadline: float, doing: str, kinds: dict[str, int]) -> tuple:
+        """The worker's answer to request ``number``: a tuple whose first item is one of
+        ``kinds`` (with its length there). Anything else is not the worker's answer (the student's
+        code can write to the pipe itself): :class:`SandboxStop`, and the submission is flagged.
+        A ``("callback", ...)`` is let through while a call is under way (``kinds`` has it)."""
+        message = self.receive(deadline, doing)
+        if isinstance(message, list):
+            message = tuple(message)
+        if (
+            isinstance(message, tuple)
+            and message
+            and isinstance(message[0], str)
+            and kinds.get(message[0]) == len(message)
+            and (message[0] == "callback" or (type(message[1]) is int and message[1] == number))
+        ):
+            return message
+        raise SandboxStop("crashed", f"{unasked(message)} (did the student's code write to it?)")
+
+    def started(self, deadline: float) -> None:
+        """Wait until the worker has set its limits, before any cell."""
+        message = self.receive(deadline, "the worker did not start in time")
+        if message != ("started",) and message != ["started"]:
+            raise SandboxStop("crashed", unasked(message))
+
+    def run_cell(self, index: int, seconds: float | None, deadline: float, doing: str) -> Any:
+        """Run cell ``index`` of the program, interrupted at ``seconds`` (``None``: not
+        interrupted) and killed at ``deadline``; its error as the worker reported it, or None.
+        ``doing`` is the reason given if the deadline passes."""
+        self.cell = index
+        number = self._ask("run", index, seconds)
+        return self._answer(number, deadline, doing, {"done": 3})[2]
+
+    def names(self, deadline: float) -> dict[str, str]:
+        """The names the cells defined, and what each is ("callable" or its type's name)."""
+        number = self._ask("names")
+        names = self._answer(number, deadline, "the worker did not list its names", {"names": 3})
+        return names[2] if isinstance(names[2], dict) else {}
+
+    def call(
+        self, name: str, args: tuple, deadline: float, seconds: float | None = None, limit: str = ""
+    ) -> Any:
+        """Call the student's ``name(*args)`` in the worker, interrupted at ``seconds`` (default
+        ``call_seconds``) and killed at ``deadline``; its plain answer, or its exception.
+        ``limit`` names the limit that gave ``seconds`` (per call or the notebook's), for the
+        reason."""
+        if seconds is None:
+            seconds = self.limits.call_seconds
+        limit = limit or f"its time limit ({seconds:g} s)"
         self.handles = {}
-        self.send(("call", name, to_wire(args, self.handles)))
+        number = self._ask("call", name, to_wire(args, self.handles), seconds)
+        kinds = {"answer": 3, "raised": 5, "callback": 5}
         while True:
-            message = self.receive(deadline, f"{name} ran past its time limit")
-            if not isinstance(message, tuple) or not message:
-                raise SandboxStop("crashed", "the worker broke the protocol")
-            if message[0] == "answer" and len(message) == 2:
+            message = self._answer(number, deadline, f"{name} ran past {limit}", kinds)
+            if message[0] == "answer":
                 try:
-                    return from_wire(message[1])
+                    return from_wire(message[2])
                 except (ValueError, TypeError) as err:
                     raise _raised(
                         "NotPlainAnswer", f"the answer could not be read ({err})"
                     ) from None
-            if message[0] == "raised" and len(message) == 4:
-                type_name, text, where = (str(m)[:4000] for m in message[1:])
+            if message[0] == "raised":
+                type_name, text, where = (str(m)[:4000] for m in message[2:])
                 if type_name == CELL_TIMEOUT:
-                    raise SandboxStop(
-                        "timed_out",
-                        f"{name} ran past its time limit ({self.limits.call_seconds:g} s) and was "
-                        "interrupted",
-                    )
+                    stop = SandboxStop("timed_out", f"{name} ran past {limit} and was interrupted")
+                    stop.alive = True  # the worker stopped the call itself, and goes on
+                    raise stop
                 if type_name == "MemoryError":
                     raise SandboxStop(
                         "limit", f"{name} ran out of memory (limit {self.limits.memory_mb} MB)"
@@ -282,10 +310,7 @@ class Worker:
                 if where:
                     text = f"{text} (at {where})"
                 raise _raised(type_name, text)
-            if message[0] == "callback" and len(message) == 5:
-                self.send(self._serve(*message[1:]))
-                continue
-            raise SandboxStop("crashed", "the worker broke the protocol")
+            self.send(self._serve(*message[1:]))
 
     def _serve(self, handle: Any, attribute: Any, args: Any, kwargs: Any) -> tuple:
         """Run a trusted object of the check (a model, a tagger) for the student's code.
