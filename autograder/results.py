@@ -41,6 +41,7 @@ class Limits:
     call_seconds: float = limit(60.0, "s", "one cell or call of a student's function")
     notebook_seconds: float = limit(180.0, "s", "the whole submission's time in student code")
     submission_mb: int = limit(100, "MB", "the notebook file; larger ones are rejected")
+    notebook_cells: int = limit(5_000, "cells", "cells of the notebook; more are rejected")
 
     @classmethod
     def described(cls) -> list[tuple[str, type, Any, str, str]]:
