@@ -26,17 +26,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from nlpcourse.book import cell_timeout  # noqa: E402
+
 CELL_BUDGET_S = 60  # the most CPU seconds one cell may take
 CHAPTER_BUDGET_S = 120  # about 2 minutes for a whole chapter on an idle machine
 HANG_MARGIN = 30  # the build's cell timeout is at least this many cell budgets: it catches hangs
-
-
-def cell_timeout() -> float:
-    """The build's cell timeout, ``execute.timeout`` in ``_config.yml``."""
-    import yaml
-
-    config = yaml.safe_load((REPO / "_config.yml").read_text())
-    return float(config.get("execute", {}).get("timeout", 30))
 
 
 def run_chapter(path: Path) -> list[tuple[int, float, float, str]]:
@@ -82,7 +77,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pages", nargs="+", type=Path, help="chapters, e.g. book/rnn.md")
     args = parser.parse_args(argv)
-    timeout = cell_timeout()
+    timeout = cell_timeout(REPO)
     status = 0
     if timeout < HANG_MARGIN * CELL_BUDGET_S:
         print(

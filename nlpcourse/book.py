@@ -86,3 +86,10 @@ def cached_execution(cache_dir: Path, path: Path) -> Any | None:
         return get_cache(str(cache_dir)).match_cache_notebook(read_page_notebook(path))
     except KeyError:
         return None
+
+
+def cell_timeout(repo: Path) -> float:
+    """The build's cell timeout in seconds, ``execute.timeout`` in ``repo``'s ``_config.yml``: one
+    place for every tool that executes a chapter the way the build does."""
+    config = yaml.safe_load((repo / "_config.yml").read_text())
+    return float(config["execute"]["timeout"])

@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nlpcourse.book import toc_pages
+from nlpcourse.book import cell_timeout, toc_pages
 
 REPO = Path(__file__).resolve().parent.parent
 TODO = "SCAFFOLD-TODO"
@@ -408,7 +408,8 @@ def check_glued(repo: Path, name: str, out: Path) -> int:
         [str(bin_dir / "jupytext"), "--to", "ipynb", str(repo / "book" / f"{name}.md")]
         + ["-o", str(notebook)],
         [str(bin_dir / "jupyter"), "nbconvert", "--to", "notebook", "--execute"]
-        + ["--ExecutePreprocessor.timeout=300", str(notebook), "--output", f"{name}.out.ipynb"],
+        + [f"--ExecutePreprocessor.timeout={cell_timeout(repo):.0f}", str(notebook)]
+        + ["--output", f"{name}.out.ipynb"],
     ]
     for step in steps:
         if subprocess.run(step, cwd=repo / "book").returncode != 0:
