@@ -64,6 +64,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from autograder import lock, postgres
+from autograder.inert import for_terminal
 from autograder.results import (
     DEFAULT_LIMITS,
     REVIEWED,
@@ -548,18 +549,19 @@ class Summary:
             lines.append(f"  {status.replace('_', ' '):13s} {counts[status]:4d}")
         review = sorted(s for s, r in self.results.items() if r["needs_review"])
         lines.append(f"  for review    {len(review):4d}" + (" (why:)" if review else ""))
-        for student in review:
+        for student in review:  # student text is shown inert (issue 40 §5): one line each
             result = self.results[student]
             reasons = "; ".join(result["reasons"]) or "no reason recorded"
-            lines.append(f"      {student} ({result['status'].replace('_', ' ')}): {reasons}")
+            status = result["status"].replace("_", " ")
+            lines.append(f"      {for_terminal(student)} ({status}): {for_terminal(reasons)}")
         lines.append(
             f"  not graded    {len(self.failed):4d}"
             + (" (run again to grade them)" if self.failed else "")
         )
         for student, why in sorted(self.failed.items()):
-            lines.append(f"      {student}: {why}")
+            lines.append(f"      {for_terminal(student)}: {for_terminal(why)}")
         if self.feedback_problems:
-            lines.append(f"  feedback not written for: {self.feedback_problems}")
+            lines.append(f"  feedback not written for: {for_terminal(self.feedback_problems)}")
         if self.phases:
             steps = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
             per = self.coordinator_seconds / max(1, n)

@@ -26,6 +26,12 @@ when a class was graded with nbgrader's defaults (issue 16 and issue 9 of the co
   failed check's message (the input, what was expected, what came back, a hint) and the frames of
   the student's own cells, without the checker's traceback, the hidden tests' code, or the
   instructor's paths. The autograded notebook keeps the full tracebacks for the instructor.
+* :class:`InertContent` and :func:`inert_markdown` (formgrader's pages and the feedback, issue 40):
+  what a student wrote is shown inert. nbgrader's formgrade and feedback templates render a
+  markdown cell (and a grader's comment) with ``markdown2html | strip_files_prefix`` and nothing
+  after it, so ``c.HTMLExporter.sanitize_html`` never reaches them; the course's configuration
+  replaces that filter with one that cleans the HTML (:mod:`inert`), and this preprocessor keeps of
+  the notebook only what can be shown inert (outputs, metadata, attachments, raw cells).
 * :func:`file_name_check`: before a student is graded, says which notebook was expected and which
   was found, where nbgrader says only "did you forget to run generate_assignment?".
 
@@ -49,7 +55,10 @@ from pathlib import Path
 from time import monotonic
 from typing import Any
 
+import inert  # lives beside this file (nbgrader_config.py puts this folder on sys.path)
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbconvert.filters.strings import strip_files_prefix
+from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import (
@@ -360,6 +369,29 @@ class StudentFeedback(NbGraderPreprocessor):
         return cell, resources
 
 
+class InertContent(Preprocessor):
+    """Keep of a notebook only what can be shown inert (:func:`inert.inert_notebook`: outputs of
+    inert MIME types with their HTML cleaned, no JavaScript or widget state, metadata cut to
+    nbgrader's keys, attachments to images, raw cells not written into the page), and escape the
+    student's id and names that formgrader's page writes into its HTML as they are. Runs in
+    formgrader's exporter and in ``generate_feedback`` (``c.HTMLExporter.preprocessors``), for
+    notebooks autograded by either route."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        inert.inert_notebook(nb)
+        for key in ("student", "first_name", "last_name"):  # formgrader's navigation bar
+            if isinstance(resources.get(key), str):
+                resources[key] = inert.escaped(resources[key])
+        return nb, resources
+
+
+def inert_markdown(html: str) -> str:
+    """nbconvert's ``strip_files_prefix`` followed by :func:`inert.html`: registered under that
+    name (``c.HTMLExporter.filters``), it cleans every markdown cell and comment that nbgrader's
+    formgrade and feedback templates render with ``markdown2html | strip_files_prefix``."""
+    return inert.html(strip_files_prefix(html))
+
+
 class OfflineMathJax(NbGraderPreprocessor):
     """Feedback whose formulas render with no network, as the book's pages do: MathJax 3 is copied
     from the ``sphinx-mathjax-offline`` package (installed with the book) to ``folder`` (relative
@@ -367,13 +399,16 @@ class OfflineMathJax(NbGraderPreprocessor):
     (``autograder/templates/feedback/mathjax.html.j2``) loads it from there."""
 
     folder = Unicode("autograder/feedback/mathjax", help="Where MathJax is copied").tag(config=True)
-    script = "tex-svg-full.js"  # one file: the TeX input and the SVG output, no fonts to fetch
+    # the TeX input and the SVG output in one file (no fonts to fetch), and the extension that
+    # filters what formulas may do (links, styles, ids; the template loads it, issue 40)
+    scripts = ("tex-svg-full.js", "ui/safe.js")
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
-        target = Path(self.folder) / self.script
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(mathjax_source() / self.script, target)
+        for script in self.scripts:
+            target = Path(self.folder) / script
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(mathjax_source() / script, target)
         return nb, resources
 
 

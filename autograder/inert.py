@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import uuid
 from typing import Any
 
 import nh3
@@ -142,6 +143,7 @@ def markdown_html(source: str) -> str:
 
 # ------------------------------------------------------------------------------ notebooks
 
+CELL_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}\Z")  # nbformat's pattern for a cell id
 SAFE_TOKEN = re.compile(r"[A-Za-z0-9_.\-]{1,200}\Z")  # a grade_id, a kernel name, a cell tag
 NBGRADER_KEYS = {  # what nbgrader's templates read of a cell's nbgrader metadata, and its type
     "grade": bool,
@@ -255,13 +257,23 @@ def _output(output: Any) -> dict | None:
     return None
 
 
+# a 1x1 transparent PNG, in place of an attachment that is not an image (nbconvert refuses to
+# render a markdown cell whose attachment is missing)
+BLANK_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+ATTACHMENT_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")  # shown as <img>
+
+
 def _attachments(attachments: Any) -> dict:
-    """A markdown cell's attachments: images only (base64), under plain names."""
+    """A markdown cell's attachments: images only (base64, shown as ``<img>``, so an SVG runs no
+    script), each other one a blank image under its name."""
     kept = {}
     for name, bundle in (attachments if isinstance(attachments, dict) else {}).items():
-        if not (isinstance(name, str) and SAFE_TOKEN.match(name) and isinstance(bundle, dict)):
+        if not isinstance(name, str) or not isinstance(bundle, dict):
             continue
-        for mime in ("image/png", "image/jpeg", "image/gif"):
+        kept[name] = {"image/png": BLANK_PNG}
+        for mime in ATTACHMENT_TYPES:
             encoded = _base64(bundle.get(mime))
             if encoded is not None:
                 kept[name] = {mime: encoded}
@@ -293,7 +305,12 @@ def inert_notebook(nb: Any) -> Any:
     if isinstance(info, dict) and _token(info.get("name")):
         metadata["language_info"] = {"name": info["name"]}
     nb["metadata"] = from_dict(metadata)
+    ids: set[str] = set()
     for cell in nb.get("cells", []):
+        if "id" in cell:  # nbconvert writes it into an id attribute: a plain, unique token
+            if not (isinstance(cell["id"], str) and CELL_ID.match(cell["id"])) or cell["id"] in ids:
+                cell["id"] = uuid.uuid4().hex[:8]
+            ids.add(cell["id"])
         meta = cell.get("metadata", {}) if isinstance(cell.get("metadata"), dict) else {}
         new_meta: dict[str, Any] = {}
         if "nbgrader" in meta:

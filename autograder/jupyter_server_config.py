@@ -21,10 +21,41 @@ file configures the server:
   the page opened. A link such as ``/formgrader/gradebook/02-hmm/hmm?token=...`` then logged in
   that folder only, formgrader's calls to ``/formgrader/api/...`` went without the cookie, were
   sent to the login page, and the page stayed at "Loading, please wait...".
+
+What a student wrote is shown on these pages, so they are built to keep it inert (issue 40):
+
+* **The course is read-only through this server** (:class:`ReadOnlyCourse`): its contents API
+  (JupyterLab's editor and file browser, ``/api/contents``) reads every file of the course and
+  writes none: no save, new file, upload, copy, rename, delete or checkpoint restore. So nothing
+  on a page (a script that got through, a forged request) can change ``nbgrader_config.py``, the
+  course's code, ``solutions/`` or the gradebook's file, which nbgrader's commands and the grader
+  run or read later as the instructor. Edit the course with your editor or a Jupyter server of
+  your own. The terminal is off too. Kernels stay (JupyterLab runs notebooks); a script running in
+  this origin could start one, which is why no student text may run as script at all.
+* **A Content-Security-Policy** on every page (:data:`POLICY`): scripts only from this server
+  (JupyterLab's one inline script allowed by its hash), no plugin, no frame from elsewhere, no
+  connection to another origin, images only from here or ``data:``, forms posted only here.
+* **Formgrader's pages are the exception** (:data:`FORMGRADER_POLICY`): nbgrader's templates put
+  inline script on every formgrader page (the ids of the submission in a ``<script>``, ``onclick``
+  attributes, different on each page, so no hash can name them), so there inline script has to
+  be allowed, and what keeps the student's notebook inert there is the course's sanitiser
+  (``nbgrader_config.py``, ``course_nbgrader.InertContent``, ``inert.py``). The rest of the
+  policy (no other origin, no plugin, no frame from elsewhere) still holds there. The files of a
+  submission that formgrader serves (``/formgrader/submissions/<id>/<file>``) are a student's, and
+  get the strictest policy (:data:`STUDENT_FILE_POLICY`: sandboxed, no script).
 """
 
+import base64
+import hashlib
 import os
+import re
 import sysconfig
+
+import jupyterlab_server
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from nbgrader.server_extensions.formgrader import base as formgrader_base
+from nbgrader.server_extensions.formgrader import handlers as formgrader_handlers
+from tornado import web
 
 here = os.path.dirname(os.path.abspath(__file__))
 c = get_config()  # noqa: F821 (provided by Jupyter when it loads this file)
@@ -45,3 +76,97 @@ c.ServerApp.jpserver_extensions = {
 c.IdentityProvider.cookie_options = {"path": "/"}
 c.Exchange.root = os.path.join(here, "exchange")
 os.makedirs(c.Exchange.root, exist_ok=True)
+
+
+# ------------------------------------------------------------------ read-only course (issue 40)
+
+
+class ReadOnlyCourse(AsyncLargeFileManager):
+    """The course's files through this server's contents API: read, never written (see above)."""
+
+    def _refuse(self, path: str) -> None:
+        raise web.HTTPError(
+            403,
+            f"{path}: the course's Jupyter server is read-only (autograder/jupyter_server_config.py"
+            "): edit the course with your editor or a Jupyter server of your own",
+        )
+
+    async def get(self, path, content=True, type=None, format=None, **kwargs):  # noqa: A002
+        model = await super().get(path, content=content, type=type, format=format, **kwargs)
+        model["writable"] = False  # JupyterLab then opens notebooks read-only, without autosave
+        return model
+
+    async def save(self, model, path=""):
+        self._refuse(path)
+
+    async def delete_file(self, path):
+        self._refuse(path)
+
+    async def rename_file(self, old_path, new_path):
+        self._refuse(old_path)
+
+    async def copy(self, from_path, to_path=None):
+        self._refuse(to_path or from_path)
+
+    async def restore_checkpoint(self, checkpoint_id, path):
+        self._refuse(path)
+
+
+c.ServerApp.contents_manager_class = ReadOnlyCourse
+c.ServerApp.terminals_enabled = False
+
+# ------------------------------------------------------------------ Content-Security-Policy
+
+
+def inline_script_hashes(template: str) -> list[str]:
+    """CSP hashes (``'sha256-...'``) of the inline scripts of one of JupyterLab's page templates,
+    read from the installed file, so that the policy follows the installed version."""
+    with open(template, encoding="utf-8") as f:
+        text = f.read()
+    inline = r"<script(?![^>]*\bsrc=)(?![^>]*application/json)[^>]*>(.*?)</script>"
+    digests = (hashlib.sha256(s.encode()).digest() for s in re.findall(inline, text, re.S))
+    return [f"'sha256-{base64.b64encode(d).decode()}'" for d in digests]
+
+
+LAB_SCRIPTS = inline_script_hashes(
+    os.path.join(os.path.dirname(jupyterlab_server.__file__), "templates", "index.html")
+)
+
+
+def policy(script_src: str) -> str:
+    """The course's Content-Security-Policy, with ``script-src`` as given."""
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src {script_src}",
+            "style-src 'self' 'unsafe-inline'",  # JupyterLab and MathJax set styles inline
+            "img-src 'self' data: blob:",
+            "font-src 'self' data:",
+            "connect-src 'self'",  # the server's API and the kernels' websockets, nothing else
+            "media-src 'self' data: blob:",
+            "worker-src 'self' blob:",
+            "frame-src 'self'",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'self'",
+        ]
+    )
+
+
+POLICY = policy(" ".join(["'self'", *LAB_SCRIPTS]))
+FORMGRADER_POLICY = policy("'self' 'unsafe-inline'")  # nbgrader's templates: see above
+STUDENT_FILE_POLICY = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+
+c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": POLICY}}
+
+
+def formgrader_policy(handler: web.RequestHandler) -> str:
+    """The policy of one of formgrader's pages (``handler``)."""
+    if isinstance(handler, formgrader_handlers.SubmissionFilesHandler):
+        return STUDENT_FILE_POLICY
+    return FORMGRADER_POLICY
+
+
+# nbgrader's formgrader handlers all derive from its BaseHandler; their pages get their policy
+formgrader_base.BaseHandler.content_security_policy = property(formgrader_policy)

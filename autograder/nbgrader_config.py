@@ -32,6 +32,7 @@ from sqlalchemy.exc import SAWarning
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import course_nbgrader as course  # noqa: E402 (lives beside this file)
+import inert  # noqa: E402 (lives beside this file)
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -47,15 +48,16 @@ c.CourseDirectory.db_url = os.environ.get("NLPCOURSE_DB_URL") or "sqlite:///" + 
     here, "gradebook.db"
 )
 c.CourseDirectory.course_id = "nlpcourse"
-# A PostgreSQL gradebook whose driver is missing: one line naming the package to install, from
-# nbgrader's commands and formgrader alike (nbgrader itself ends in "NbGraderException: Please see
-# the above traceback for details", with no traceback). Only the driver is checked here: nbgrader
-# loads this file again at each of formgrader's requests.
+# A PostgreSQL gradebook that cannot be opened: one line naming what is wrong (the driver to
+# install, the database that does not exist, the server that does not answer) from nbgrader's
+# commands, which otherwise end in "Please see the above traceback for details" or 136-163 lines of
+# traceback. In the Jupyter server, which loads this file again at each of formgrader's requests,
+# only the driver is checked (postgres.check_for_nbgrader).
 if not c.CourseDirectory.db_url.startswith("sqlite"):
     import postgres  # lives beside this file
 
     try:
-        postgres.import_driver(c.CourseDirectory.db_url)
+        postgres.check_for_nbgrader(c.CourseDirectory.db_url)
     except postgres.GradebookError as error:
         sys.exit(f"nbgrader_config.py: {error}")
 
@@ -106,9 +108,21 @@ c.GenerateFeedback.preprocessors = [
     course.HideHiddenTests,
     course.StudentFeedback,
     course.OfflineMathJax,  # the page loads MathJax from beside it, not from a CDN
+    course.InertContent,  # once more, after GetGrades (the exporter ran it first, issue 40)
     CSSHTMLHeaderPreprocessor,
 ]
 c.OfflineMathJax.folder = os.path.join(c.CourseDirectory.feedback_directory, "mathjax")
+# What a student wrote is shown inert on formgrader's pages and in the feedback (issue 40): every
+# notebook is cut to what can be shown inert before it is rendered, and the filter nbgrader's
+# templates apply to each markdown cell and comment cleans its HTML (course_nbgrader.py, inert.py).
+# Formgrader builds its exporter from this configuration, so its pages get the same.
+c.HTMLExporter.preprocessors = [course.InertContent]
+c.HTMLExporter.filters = {"strip_files_prefix": course.inert_markdown, "clean_html": inert.html}
+c.HTMLExporter.sanitize_html = True  # nbconvert's own templates then pass outputs to clean_html
+# a notebook a student edited by hand (a cell id that is markup) is checked after this cleaning,
+# not before it: nbconvert's own preprocessors run first and would refuse to show it at all
+c.HTMLExporter.optimistic_validation = True
+
 # the course's templates first (its MathJax macro), then nbgrader's feedback template
 nbgrader_templates = os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions")
 c.HTMLExporter.extra_template_basedirs = [

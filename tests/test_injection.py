@@ -1,0 +1,331 @@
+"""Nothing a student hands in acts for the instructor who reads it (issue 40 §1 and §5's terminal).
+
+* :func:`autograder.inert.for_terminal` and :func:`~autograder.inert.for_csv`, checked against
+  Python's own ideas of a printable character, UTF-8 and the ``csv`` module; the class grader's
+  summary keeps a flagged student's line whatever their exception message holds.
+* The corpus of ``tests/adversarial/markup.py`` (more than 15 payloads: markdown, raw cells,
+  attachments, outputs of every MIME type, metadata, a file name, an exception message, a comment)
+  is handed in and opened in Chromium, with no network, on formgrader's submission page (graded by
+  ``python -m autograder grade``, and as nbgrader's ``autograde`` leaves a notebook: with the
+  outputs of the student's code) and in the feedback of ``nbgrader generate_feedback``. The test
+  fails if any script of a payload runs (a mark on the page, a console message, a dialog, a
+  request to the server), if the page keeps latent script (a ``javascript:`` URL, an event
+  handler attribute, a frame, an object, a form) where the notebook is shown, or if the gradebook
+  changes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import services  # noqa: E402
+from adversarial import markup  # noqa: E402
+from adversarial.notebooks import honest_code, release, replaced  # noqa: E402
+
+from autograder import classgrader, inert  # noqa: E402
+
+ASSIGNMENT = "01-ngrams"
+TOKEN = "injection-test-token"
+
+# ------------------------------------------------------------------------------ plain text
+
+HOSTILE_TEXTS = [
+    "done \udcff",  # a lone surrogate (a file name that is not UTF-8, a raised message)
+    "ok\x1b[2K\x1b[1A\rgraded 12/12",  # erase the line, move up, overwrite
+    "\x1b]0;title\x07\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\",  # OSC: window title, hyperlink
+    "\x9b31m C1 CSI \x85 next line \x00 nul",
+    "evil\u202eexe.txt\u2066\u2028\u2029",  # direction override, line separators
+    "line one\nline two\ttab",
+    '=HYPERLINK("http://x","click")',
+    "+1+2",
+    "-2+3",
+    "@SUM(A1)",
+    "\t=1",
+    "\r=1",
+    "plain text, é and 中文",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS)
+def test_for_terminal_is_one_printable_line(text):
+    shown = inert.for_terminal(text)
+    assert shown.isprintable(), repr(shown)  # Python's own rule: no control, format or surrogate
+    assert "\x1b" not in shown and "\n" not in shown and "\r" not in shown
+    shown.encode("utf-8")  # never raises
+    plain = "".join(c for c in text if c.isprintable())
+    if plain == text:
+        assert shown == text  # plain text is left as it is
+
+
+def test_for_terminal_shows_what_it_escaped_and_is_bounded():
+    assert inert.for_terminal("a\x1bb\udcffc\n") == "a\\x1bb\\udcffc\\n"
+    long = inert.for_terminal("x" * 50_000, limit=100)
+    assert len(long) < 200 and long.startswith("x" * 100) and "49,900 more characters" in long
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS)
+def test_for_csv_encodes_and_is_never_a_formula(text):
+    field = inert.for_csv(text)
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow([field, "next"])
+    data = buffer.getvalue().encode("utf-8")  # never raises
+    (row,) = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    assert row == [field, "next"]
+    assert not row[0].startswith(("=", "+", "-", "@", "\t", "\r")), row[0]
+    if text.isprintable() and not text.startswith(("=", "+", "-", "@")):
+        assert field == text
+
+
+def test_summary_keeps_every_line_whatever_a_student_raised():
+    """§5: an exception message that erases lines and moves the cursor rewrote the summary."""
+    attack = "x\x1b[2K\x1b[1A\x1b[2K\r  for review       0\n  graded           2\x1b]0;t\x07\udcff"
+    summary = classgrader.Summary(ASSIGNMENT)
+    summary.results = {
+        "mallory\x1b[2K": {"status": "needs_review", "needs_review": True, "reasons": [attack]},
+        "ana": {"status": "graded", "needs_review": False, "reasons": []},
+    }
+    summary.failed = {"eve\x1b[1A": "worker lost: \x1b[2K\rok"}
+    text = summary.text()
+    lines = text.split("\n")
+    assert all(line.isprintable() for line in lines), [ln for ln in lines if not ln.isprintable()]
+    assert "\x1b" not in text
+    (flagged,) = [line for line in lines if "mallory" in line]
+    assert "needs review" in flagged and "graded           2" in flagged  # shown, on its line
+    assert any("eve" in line and "worker lost" in line for line in lines)
+    text.encode("utf-8")  # printable on any terminal
+
+
+# ------------------------------------------------------------------------------ HTML
+
+
+def test_every_payload_is_in_the_corpus():
+    """At least 15 payloads, covering every kind the issue names."""
+    wheres = " ".join(p.where for p in markup.PAYLOADS)
+    assert len(markup.PAYLOADS) >= 15
+    for kind in ("markdown", "raw cell", "attachment", "text/html", "application/javascript",
+                 "image/svg+xml", "widget", "metadata", "exception", "formula"):  # fmt: skip
+        assert kind in wheres, kind
+
+
+LATENT = """(root) => {
+  const bad = [];
+  const active = ["script", "iframe", "frame", "object", "embed", "form", "base", "meta", "link",
+                  "style", "applet", "portal"];
+  for (const el of root.querySelectorAll("*")) {
+    const tag = el.tagName.toLowerCase();
+    if (active.includes(tag)) bad.push("<" + tag + ">");
+    for (const a of el.attributes) {
+      const name = a.name.toLowerCase();
+      const value = a.value.replace(/[\\s\\u0000-\\u001f]/g, "").toLowerCase();
+      if (name.startsWith("on")) bad.push(tag + " " + name);
+      if (name === "srcdoc") bad.push(tag + " srcdoc");
+      if (/^(javascript|vbscript|data:text|data:application)/.test(value)) {
+        bad.push(tag + " " + name + "=" + a.value.slice(0, 40));
+      }
+    }
+  }
+  return bad;
+}"""
+
+
+class Watch:
+    """What a page did that only a running payload could have done."""
+
+    def __init__(self, context, allowed: str):
+        self.problems: list[str] = []
+        self.allowed = allowed
+
+        def route(r) -> None:
+            url = r.request.url
+            if "pwned" in url:
+                self.problems.append(f"a payload's request: {url}")
+                r.abort()
+            elif url.startswith(self.allowed):
+                r.continue_()
+            else:
+                self.problems.append(f"a request left the page's origin: {url[:120]}")
+                r.abort()
+
+        context.route("**/*", route)
+
+        def dialog(d) -> None:
+            self.problems.append(f"a dialog: {d.message}")
+            d.dismiss()
+
+        self.dialog = dialog
+
+    def page(self, context):
+        page = context.new_page()
+        page.set_default_timeout(240_000)
+        page.on("dialog", self.dialog)
+        page.on(
+            "console",
+            lambda m: (
+                self.problems.append(f"console: {m.text[:120]}") if "PWNED" in m.text else None
+            ),
+        )
+        return page
+
+    def look(self, page, where: str) -> None:
+        """Give handlers a moment, then read the page's marks and scan the notebook's part."""
+        page.wait_for_timeout(3_000)  # onerror, onload, MathJax, the payload's own retries
+        marks = page.evaluate("window.PWNED || []")
+        if marks:
+            self.problems.append(f"{where}: payloads ran: {marks}")
+        if "PWNED" in page.title():
+            self.problems.append(f"{where}: title {page.title()!r}")
+        latent = page.evaluate(LATENT, page.locator("#notebook-container").first.element_handle())
+        if latent:
+            self.problems.append(f"{where}: latent script: {latent[:10]}")
+
+
+def gradebook_state(root: Path) -> dict:
+    """Every score, comment and flag in the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}", "nlpcourse") as gb:
+        state = {}
+        for student in ("mallory", "trudy"):
+            nb = gb.find_submission_notebook("ngrams", ASSIGNMENT, student)
+            state[student] = {
+                "flagged": nb.flagged,
+                "grades": sorted(
+                    (g.name, g.auto_score, g.manual_score, g.extra_credit) for g in nb.grades
+                ),
+                "comments": sorted((c.name, c.auto_comment, c.manual_comment) for c in nb.comments),
+            }
+            state[student]["id"] = nb.id
+        return state
+
+
+def hostile_course(root: Path) -> None:
+    """A course of two students, graded by ``python -m autograder grade``:
+
+    * mallory handed in every payload, a solution that raises a message of markup, under a file
+      name of markup (so the submission is flagged for review, as the issue's attack arranged);
+    * trudy's autograded notebook is then replaced by what nbgrader's ``autograde`` leaves of the
+      same payloads: the student's cells with the outputs of their code.
+
+    Both get a grader's comment of markup (as the issue's attack stored one)."""
+    from nbgrader.api import Gradebook
+
+    services.make_course(root, ASSIGNMENT)
+    first, second = list(honest_code(ASSIGNMENT))[:2]
+    raising = replaced(ASSIGNMENT, second, f"raise ValueError({markup.EXCEPTION!r})")
+    nb = release(ASSIGNMENT, (first,))
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == second:
+            cell.source = raising
+    hostile = markup.with_payloads(nb)
+    folder = root / "autograder" / "submitted" / "mallory" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / markup.FILE_NAME).write_text(markup.to_text(hostile))
+    services.hand_in(root, ASSIGNMENT, {"trudy": release(ASSIGNMENT, (first,))})
+    db_url = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    graded = subprocess.run(
+        services.grade_command(root, ASSIGNMENT, db_url, "--workers", "1", "--no-feedback"),
+        cwd=services.REPO, env=services.environment(), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert "\x1b" not in graded.stdout + graded.stderr  # §5: the terminal got no control sequence
+
+    autograded = root / "autograder" / "autograded" / "trudy" / ASSIGNMENT / "ngrams.ipynb"
+    as_nbgrader_leaves_it = markup.with_payloads(nbformat.read(autograded, as_version=4))
+    autograded.write_text(markup.to_text(as_nbgrader_leaves_it))
+
+    with Gradebook(db_url, "nlpcourse") as gb:
+        for student in ("mallory", "trudy"):
+            submission = gb.find_submission_notebook("ngrams", ASSIGNMENT, student)
+            for comment in submission.comments:
+                comment.manual_comment = markup.COMMENT
+        gb.db.commit()
+
+
+@pytest.mark.slow  # grades with the real sandbox, starts a Jupyter server and Chromium
+def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
+    from test_browser import ARGS, CHROMIUM, sync_playwright
+    from test_formgrader import wait_for
+
+    sync_playwright()  # skips, with the reason, without playwright or chromium
+    hostile_course(tmp_path)
+    before = gradebook_state(tmp_path)
+
+    port = services.free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    jupyter = str(Path(sys.executable).parent / "jupyter")
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [jupyter, "lab", "--config=jupyter_server_config.py", "--no-browser",
+             "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}",
+             *(["--allow-root"] if os.geteuid() == 0 else [])],
+            cwd=tmp_path / "autograder", env=services.environment(), stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    problems: list[str] = []
+    try:
+        wait_for(f"{base}/api/status?token={TOKEN}", server, log)
+        with sync_playwright()() as p:
+            chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            try:
+                context = chromium.new_context()
+                watch = Watch(context, base)
+                page = watch.page(context)
+                for student in ("mallory", "trudy"):
+                    page.goto(
+                        f"{base}/formgrader/submissions/{before[student]['id']}/?token={TOKEN}"
+                    )
+                    ready = "window.formgrader && formgrader.loaded && MathJax.loaded"
+                    page.wait_for_function(ready, timeout=120_000)
+                    # the page still shows the student's work (the payloads' text, inert)
+                    assert page.locator("#notebook-container .cell").count() > 10
+                    watch.look(page, f"formgrader, {student}")
+                problems += watch.problems
+                context.close()
+            finally:
+                chromium.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    after = gradebook_state(tmp_path)
+
+    feedback = subprocess.run(
+        [str(Path(sys.executable).parent / "nbgrader"), "generate_feedback", ASSIGNMENT, "--force"],
+        cwd=tmp_path / "autograder", env=services.environment(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert feedback.returncode == 0, feedback.stdout + feedback.stderr
+    with sync_playwright()() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            context = chromium.new_context()
+            watch = Watch(context, "file://" + str(tmp_path / "autograder" / "feedback"))
+            page = watch.page(context)
+            for student in ("mallory", "trudy"):
+                html = tmp_path / "autograder" / "feedback" / student / ASSIGNMENT / "ngrams.html"
+                assert "Well done" in html.read_text()  # the grader's comment is there, inert
+                page.goto(html.as_uri())
+                page.wait_for_function(
+                    "window.MathJax && MathJax.startup && MathJax.startup.promise"
+                )
+                page.evaluate("MathJax.startup.promise")
+                watch.look(page, f"feedback, {student}")
+            problems += watch.problems
+        finally:
+            chromium.close()
+    assert problems == [], "\n".join(problems)
+    assert after == before, json.dumps([before, after], indent=1, default=str)
