@@ -190,3 +190,27 @@ def test_nbgrader_names_a_missing_driver(tmp_path):
         assert len(lines) == 1, (command, run.stderr)
         assert "needs the PostgreSQL driver 'psycopg2'" in lines[0], lines
         assert f"pip install {postgres.DRIVER['psycopg2']}" in lines[0], lines
+
+
+def test_nbgrader_says_in_one_line_what_is_wrong(tmp_path, server):
+    """Issue 45 §3: a wrong database name or a server that does not answer, given as the README
+    gives it (``NLPCOURSE_DB_URL``): nbgrader's own commands end in one line naming it (they
+    printed 136-163 lines of traceback)."""
+    course = services.make_course(tmp_path, ASSIGNMENT)
+    socket_dir = server.split("host=")[1]
+    cases = {
+        server.replace("/gradebook?", "/no_such_book?"): "the database 'no_such_book'",
+        server.replace(f"host={socket_dir}", f"host={socket_dir}/gone"): "does not answer",
+    }
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    for db_url, said in cases.items():
+        env = {**services.environment(), "NLPCOURSE_DB_URL": db_url}
+        for command in (["export"], ["db", "student", "list"]):
+            run = subprocess.run(
+                [nbgrader, *command], cwd=course, env=env, capture_output=True, text=True,
+                timeout=300,
+            )  # fmt: skip
+            lines = [line for line in run.stderr.splitlines() if line.strip()]
+            assert run.returncode != 0, (command, run.stdout, run.stderr)
+            assert len(lines) == 1 and said in lines[0], (command, run.stderr[-3000:])
+            assert lines[0].startswith("nbgrader_config.py: "), lines
