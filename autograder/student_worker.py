@@ -116,10 +116,8 @@ _NAMES = {list: "list", tuple: "tuple", dict: "dict", set: "set", frozenset: "fr
 
 
 def _array(array, kind: str = "ndarray"):
-    import numpy as np
-
-    array = np.ascontiguousarray(array)
-    return Array(kind, array.dtype.str, tuple(array.shape), array.tobytes())
+    """A numpy array on the wire: its bytes in C order (a 0-d array stays 0-d)."""
+    return Array(kind, array.dtype.str, tuple(array.shape), array.tobytes(order="C"))
 
 
 def plain(value, depth: int = 0, tensors: bool = False):
