@@ -332,6 +332,11 @@ class HideHiddenTests(ClearHiddenTests):
         return cell, resources
 
 
+# How the class grader's note to the instructor starts (autograder/gradebook_writer.py writes it
+# as the automatic comment of a flagged submission, which formgrader shows): never in the feedback.
+REVIEW_NOTE = "Needs review: "
+
+
 class StudentFeedback(NbGraderPreprocessor):
     """Feedback a student can act on: each error shows the frames in the student's own cells and
     the message (for a failed check: input, expected, got, hint); the checker's frames, the test
@@ -353,6 +358,9 @@ class StudentFeedback(NbGraderPreprocessor):
         return text
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, cell_index: int) -> Any:
+        meta = cell.metadata.get("nbgrader", {})
+        if str(meta.get("comment") or "").startswith(REVIEW_NOTE):  # for the instructor (#45)
+            meta["comment"] = None
         if cell.cell_type != "code":
             return cell, resources
         own = f"In[{cell.get('execution_count')}]"

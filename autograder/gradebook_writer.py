@@ -189,7 +189,8 @@ def record(
             grade.needs_manual_grade = not reviewed and (needs or grade.name in stopped)
         if before and not unchanged and any(g.manual_score is not None for g in nb.grades):
             result["reasons"] = [*result["reasons"], CHANGED]
-        why = "Needs review: " + "; ".join(result["reasons"]) if result["needs_review"] else None
+        note = REVIEW_NOTE + "; ".join(result["reasons"])  # formgrader's, never the feedback's
+        why = note if result["needs_review"] else None
         for comment in nb.comments:  # formgrader shows auto_comment in each comment box (#32)
             comment.auto_comment = "No response." if comment.name in unanswered else why
         nb.flagged = nb.flagged if unchanged else bool(result["needs_review"])
@@ -225,6 +226,10 @@ def record(
         raise
 
 
+# The automatic comment of a flagged submission starts so: formgrader shows it in the comment
+# boxes; the course's StudentFeedback (course_nbgrader.py, which nbgrader loads as a plain module
+# and so keeps its own copy, tested equal) leaves it out of the student's feedback (issue 45).
+REVIEW_NOTE = "Needs review: "
 # Parts stopped by a limit need a manual grade (issue 32): the student's answer may be right.
 STOPPED = ("timed_out", "limit")
 CHANGED = "the file changed since it was reviewed: graded anew; the manual grades kept, to review"

@@ -226,3 +226,34 @@ def test_a_class_csv_is_written_whatever_the_students_wrote(tmp_path):
     with open(path, encoding="utf-8") as f:
         rows = list(csv.reader(f))
     assert rows[1][0] == "bad\\udcffname" and rows[1][1].startswith("'=")
+
+
+@pytest.mark.slow  # grades two students (in-process Dask) and writes their feedback
+def test_the_note_for_review_never_reaches_the_students_feedback(tmp_path):
+    """Issue 45 §3: a flagged submission's reasons ("Needs review: expected ngrams.ipynb, found
+    ...") are formgrader's comment for the instructor; the student's feedback leaves them out."""
+    from nbgrader.api import Gradebook
+
+    from autograder import gradebook_writer
+
+    assert course.REVIEW_NOTE == gradebook_writer.REVIEW_NOTE  # the two copies of the prefix
+    course_dir = services.make_course(tmp_path, ASSIGNMENT)
+    services.hand_in(tmp_path, ASSIGNMENT, {"ana": services.mistaken(ASSIGNMENT, ["no_eos"])})
+    services.hand_in(tmp_path, ASSIGNMENT, {"ben": services.mistaken(ASSIGNMENT, [])})
+    folder = tmp_path / "autograder" / "submitted" / "ben" / ASSIGNMENT
+    (folder / "ngrams.ipynb").rename(folder / "ngrams-Copy1.ipynb")
+    graded = classgrader.load_course(course_dir)
+    with services.in_process_client() as c:
+        classgrader.grade_assignment(
+            graded, ASSIGNMENT, client=c, grade_function=services.checked_in_process,
+            progress=False,
+        )  # fmt: skip
+    with Gradebook(graded.db_url, "nlpcourse") as gb:
+        nb = gb.find_submission_notebook("ngrams", ASSIGNMENT, "ben")
+        notes = [c.comment for c in nb.comments if c.comment]
+    assert notes and all(n.startswith("Needs review: ") for n in notes)  # formgrader shows them
+    assert any("ngrams-Copy1.ipynb" in n for n in notes)
+    for student in ("ana", "ben"):
+        page = tmp_path / "autograder" / "feedback" / student / ASSIGNMENT / "ngrams.html"
+        text = page.read_text(encoding="utf-8")
+        assert "Needs review" not in text and "ngrams-Copy1" not in text, student
