@@ -21,9 +21,12 @@ each, as nbgrader composes small preprocessors:
    :class:`StudentFunction` proxy, inside :func:`nlpcourse.checks.core.use_caller`. Arguments that
    are objects (a model passed to ``perplexity``, a tagger, a decoder's ``step``) stay here: the
    worker gets a handle, and calling it asks the grader to run the trusted object. A test cell
-   earns its points when it raises nothing (nbgrader's rule). A cell or call that breaks a limit
-   gets 0 for its part (status "timed_out" or "limit"), a reason and the "needs review" flag; the
-   worker is restarted, without a cell that hung, for the parts still to grade.
+   earns its points when it raises nothing (nbgrader's rule). Test cells run in notebook order,
+   each once the cells before it have run (issue 41: a part's points depend only on its own cells
+   and those before it, as with nbgrader). A cell or call that breaks a limit gets 0 for its part
+   (status "timed_out" or "limit"), a reason naming the limit and the "needs review" flag; where
+   the worker had to be killed, a fresh one runs the cells again, without the cell that hung and
+   without charging the student, for the parts still to grade.
 
 What the sandbox leaves open is listed in the README ("What the sandboxed grader closes, and what
 it leaves open"). No check runs trusted code beside the student's in the worker today (no autograd

@@ -8,12 +8,13 @@ the only trusted code in the worker's interpreter, and it runs before any code o
    CPU time) from the program file, so everything it starts inherits them;
 2. it puts the *student view* of ``nlpcourse`` (:mod:`autograder.student_view`) first on
    ``sys.path``, so reference functions raise and no check or hidden case exists here;
-3. it runs the program's cells in order (the course's setup cells, taken from ``solutions/``, and
-   the student's own code cells; never a test cell), telling the grader when each starts and ends;
-4. it reports the names the cells defined and serves calls: ``("call", name, args)`` calls the
-   student's function and sends back the answer as plain data (the same conversion as
-   :func:`nlpcourse.checks.core.to_plain`: builtins and numpy arrays) or the exception's type name,
-   message and line.
+3. it does what the grader asks, one numbered request at a time (:func:`serve`): run the next
+   cell of the program (the course's setup cells, taken from ``solutions/``, and the student's
+   own code cells; never a test cell), list the names the cells defined, or call a function of
+   the student's and send back the answer as plain data (the same conversion as
+   :func:`nlpcourse.checks.core.to_plain`: builtins and numpy arrays) or the exception's type
+   name, message and line. The grader runs each test cell once the cells before it have run, as
+   nbgrader runs a notebook.
 
 The wire: each message is an 8-byte big-endian length and its bytes. From the grader it is a
 pickle that may hold numpy arrays, torch tensors and, as pickle *persistent ids*, objects that
@@ -27,8 +28,9 @@ stdout and stderr, which the grader reads, caps and ignores: they never change a
 wire's constants, framing and format are :mod:`autograder.protocol`'s, copied beside this file
 into the sandbox.
 
-Time limits: each of the student's cells and calls runs under a timer of ``call_seconds``; when
-it fires, the worker interrupts itself (``SIGINT``, as a Jupyter kernel is interrupted), so the
+Time limits: each of the student's cells and calls runs under a timer of the seconds the grader
+gave with the request (the per-cell limit, or less when less of the notebook's time is left);
+when it fires, the worker interrupts itself (``SIGINT``, as a Jupyter kernel is interrupted), so the
 cell ends with a ``KeyboardInterrupt`` reported as ``CELL_TIMEOUT`` and what it defined before is
 kept. Code that ignores the interrupt is killed by the grader a little later.
 """

@@ -4,8 +4,12 @@
 resource limits the worker sets on itself before any student code runs (memory, processes, file
 size, CPU time), and speaks the wire (:mod:`autograder.protocol`, :mod:`autograder.wire`) to it.
 
+The grader asks for each cell and call with a number the answer must carry; anything else on the
+pipe (the student's code can write to it) stops the worker with the reason (issue 40 §3).
+
 Time limits are enforced as ``nbgrader autograde``'s kernel enforces them, so both routes give one
-grade (issue 28): a cell or call that passes ``call_seconds`` is first *interrupted* (the worker's
+grade (issue 28): a cell or call that passes the seconds the grader gave it (``call_seconds``, or
+what is left of the notebook's time, issue 41) is first *interrupted* (the worker's
 own timer raises ``KeyboardInterrupt`` in it, which a Jupyter kernel's interrupt also does), so the
 functions a cell defined before it got stuck are kept; what ignores the interrupt is *killed*
 :data:`GRACE` seconds later, with its process group (with bubblewrap its whole process namespace).

@@ -932,16 +932,33 @@ def test_the_students_clock_changes_no_timing_and_the_result_records():
 def test_worker_user_ids_do_not_come_from_the_process_id(monkeypatch):
     # issue 40 §6: pids 1000 and 16625 gave the same ids, and so did two graders that are each
     # pid 1 in their own container. Each grader here starts as a fresh process would.
+    import importlib
+
     from autograder import isolation
 
     monkeypatch.setattr(os, "geteuid", lambda: 0)
 
     def grader_uids(pid: int) -> list[int]:
-        monkeypatch.setattr(isolation, "_uids", [])  # nothing drawn yet, as in a new process
         monkeypatch.setattr(os, "getpid", lambda: pid)
+        importlib.reload(isolation)  # the module as a new grader process loads it
         return [isolation.worker_uid(True) for _ in range(64)]
 
     graders = [grader_uids(1000), grader_uids(16625), grader_uids(1), grader_uids(1)]
     uids = [uid for one in graders for uid in one]
     assert len(set(uids)) == len(uids)
     assert all(1000 < uid < 2**31 - 1 for uid in uids)
+
+
+@pytest.mark.slow  # nbgrader's route: a course copy, a kernel per notebook (a minute or two)
+def test_added_cells_and_the_course_data_score_at_least_what_nbgrader_gives(tmp_path):
+    # issue 41 §2 and §3 against nbgrader's own route, part by part
+    code = grading.solution_code("01-ngrams")
+    code["kn_bigram_prob"] = BROWN + code["kn_bigram_prob"]
+    notebooks = {"added": with_added_cells(), "brown": grading.submission("01-ngrams", code)}
+    theirs = grading.grade(tmp_path, "01-ngrams", notebooks)
+    for student, notebook in notebooks.items():
+        ours = grade_submission(as_bytes(notebook), "ngrams.ipynb", source("01-ngrams"),
+                                assignment="01-ngrams", student=student)  # fmt: skip
+        for part, earned in points(ours).items():
+            assert earned >= theirs[student][part], (student, part, ours.reasons)
+        assert sum(points(ours).values()) == theirs[student]["total"] == 12

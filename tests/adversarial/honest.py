@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import nbformat
+
 from . import GRADED, SAME, Kind, Submission, Target
-from .notebooks import NOTEBOOK, filled, release, replaced, to_bytes
+from .notebooks import (
+    NOTEBOOK,
+    filled,
+    grade_id,
+    grading,
+    honest_code,
+    release,
+    replaced,
+    to_bytes,
+)
 
 
 def full(assignment: str):
@@ -62,6 +73,36 @@ return float(_np.max(alpha))
 }
 
 
+def added_cells(assignment: str, helper_of: str, helper: str, moved: str):
+    """Right, written as students write it (issue 41 §2): the cell ``helper_of`` uses a helper
+    function defined in a new cell just above it, and the solution of ``moved`` is in a new cell
+    after its solution cell, which keeps the release's stub. nbgrader runs every cell in order."""
+
+    def make(target: Target) -> Submission:
+        code = dict(honest_code(assignment))
+        moved_code = code.pop(moved)
+        nb = grading.submission(assignment, code)  # the cell `moved` as released
+        ids = [grade_id(cell) for cell in nb.cells]
+        nb.cells.insert(ids.index(moved) + 1, nbformat.v4.new_code_cell(moved_code, id="added-2"))
+        nb.cells.insert(ids.index(helper_of), nbformat.v4.new_code_cell(helper, id="added-1"))
+        return Submission(NOTEBOOK[assignment], to_bytes(nb))
+
+    return make
+
+
+# mle_prob's cell with its count of the context in a helper of its own
+NGRAM_HELPER = """
+def context_count(counts, context):
+    return sum(c for ngram, c in counts.items() if ngram[:-1] == context)
+"""
+NGRAM_WITH_HELPER = """
+def mle_prob(counts, context, word):
+    context = tuple(context)
+    c_context = context_count(counts, context)
+    return counts.get(context + (word,), 0) / c_context if c_context else 0.0
+"""
+
+
 def partly_wrong(assignment: str, mistakes: dict[str, str]):
     def make(target: Target) -> Submission:
         code = {sid: replaced(assignment, sid, body) for sid, body in mistakes.items()}
@@ -106,6 +147,14 @@ KINDS = [
         broken=tuple(NGRAM_MISTAKES),
         honest=True,
         plain=SAME,
+    ),
+    Kind(
+        "added-cells-ngrams",
+        "01-ngrams",
+        "right; a helper function in a new cell, and addk_prob written in a new cell of its own",
+        added_cells("01-ngrams", "mle_prob", NGRAM_HELPER, "addk_prob"),
+        honest=True,
+        plain=("mle_prob", "addk_prob"),  # the plain grader runs solution cells only
     ),
     Kind("full-hmm", "02-hmm", "every part right", full("02-hmm"), honest=True, plain=SAME),
     Kind(

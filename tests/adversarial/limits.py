@@ -63,7 +63,53 @@ print("x" * 20_000_000)
 sys.stderr.write("e" * 5_000_000)
 """
 
+# Messages written to the grader's pipe by a cell (issue 40 §3): a forged "ready" (every part
+# read "SystemError", unflagged) and a forged "the setup cell is running" (the cell then had the
+# notebook's time, not a cell's). Either stops that cell only, with a reason and the flag.
+FORGED_READY = """
+import __main__
+__main__.PIPE.send(("ready", {"count_ngrams": "callable"}, 0.0))
+"""
+
+FORGED_SETUP = """
+import __main__
+__main__.PIPE.send(("cell", 0, "start", None, 0.0))
+"""
+
 KINDS = [
+    Kind(
+        "forged-ready",
+        NG,
+        "the count_ngrams cell writes a forged 'ready' message to the grader's pipe",
+        maker(
+            NG,
+            {
+                "count_ngrams": honest_code(NG)["count_ngrams"]
+                + "\n\n"
+                + canary_line(NG, "count_ngrams")
+                + FORGED_READY
+            },
+        ),
+        broken=("count_ngrams",),
+        statuses=FLAGGED,
+    ),
+    Kind(
+        "forged-setup-cell",
+        NG,
+        "the mle_prob cell claims the setup cell is running, then ignores signals and loops",
+        maker(
+            NG,
+            {
+                "mle_prob": honest_code(NG)["mle_prob"]
+                + "\n\n"
+                + canary_line(NG, "mle_prob")
+                + FORGED_SETUP
+                + IGNORE_SIGNALS_AND_LOOP
+            },
+        ),
+        broken=("mle_prob",),
+        statuses=FLAGGED,
+    ),
     Kind(
         "loop-in-function",
         NG,
