@@ -9,14 +9,19 @@ working. How one run goes:
 1. **The assignment** is recorded in the gradebook as ``nbgrader generate_assignment`` records it
    (its converter is run, writing the release version to a temporary folder, so ``exercises/`` is
    not touched); that release version is what students see of the test cells.
-2. **The submissions** are read, each file's bytes hashed (sha256). A student whose result is
-   already in the gradebook for a file with the same checksum is skipped (``--regrade`` grades
-   again), so a run resumes where an earlier one stopped and a changed file is graded again.
+2. **The submissions** are found, each file's bytes hashed (sha256) and none kept. A student
+   whose result is already in the gradebook for a file with the same checksum is skipped
+   (``--regrade`` grades again), so a run resumes where an earlier one stopped and a changed file
+   is graded again. Every file is read bounded before a byte of it is read (its size on the open
+   file, never through a link, ``timestamp.txt`` included), and file names that are not UTF-8 or
+   hold control characters are shown escaped (issue 41 §4, issue 40 §5).
 3. **One Dask task per submission** calls :func:`autograder.sandbox.grade_submission` with the
    file's bytes and the source notebook (sent with the task: workers need no shared filesystem),
    on a local cluster sized to the machine (``--workers``) or on an existing scheduler
    (``--scheduler tcp://host:8786``). The task runs the student's code in a sandbox and returns
-   plain data. Workers never touch the gradebook or the course's files.
+   plain data. Workers never touch the gradebook or the course's files. The submissions stream:
+   a file is read when its task is sent, and only a few tasks per worker thread are in flight,
+   so the coordinator's memory does not grow with the class.
 4. **One coordinator** (this process) takes results as they arrive (``distributed.as_completed``)
    and for each one writes the autograded notebook (``autograded/<student>/<assignment>/``: the
    student's notebook with the test cells as the release version shows them, no hidden tests, and
@@ -41,6 +46,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -52,8 +58,9 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -64,7 +71,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from autograder import lock, postgres
-from autograder.inert import for_terminal
+from autograder.inert import escaped, for_text
 from autograder.results import (
     DEFAULT_LIMITS,
     REVIEWED,
@@ -75,6 +82,11 @@ from autograder.results import (
     SubmissionResult,
     zero_parts,
 )
+
+try:  # the one place that makes student text safe to print (issue 40), where it exists yet
+    from autograder.inert import for_terminal
+except ImportError:  # pragma: no cover
+    for_terminal = None  # type: ignore[assignment]
 
 HERE = Path(__file__).resolve().parent  # the default course folder: the one with nbgrader_config.py
 # A busy machine (a class graded beside other work) may leave a worker unanswered for longer than
@@ -214,19 +226,103 @@ def prepare_assignment(course: Course, name: str) -> Assignment:
 
 # ------------------------------------------------------------------------------ submissions
 
+# Everything the grader reads from a submission folder is bounded before it is read (issue 41 §4):
+# nbgrader's timestamp.txt is one line of about 30 characters; a folder holds a few files.
+TIMESTAMP_BYTES = 1024
+FOLDER_ENTRIES = 1000  # names listed in one submission folder; more and the folder is refused
+NAMES_SHOWN = 10  # file names a reason lists before "and N more"
+CHUNK = 2**20  # bytes read at a time
+
+
+class Unreadable(Exception):
+    """A file of a submission folder the grader will not read; the message says why, without
+    quoting the file."""
+
+
+def read_chunks(path: Path, limit: int) -> Iterator[bytes]:
+    """The bytes of the plain file ``path``, at most ``limit`` of them, in chunks; else
+    :class:`Unreadable`. The file is opened without following a link (``O_NOFOLLOW``) and without
+    waiting on a FIFO (``O_NONBLOCK``); its type and size are checked on the open file before a
+    byte is read, and no more than ``limit + 1`` bytes are ever read, so a link, a device or a
+    sparse file of a gigabyte costs nothing (issue 41 §4)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise Unreadable("is a link, not a file") from None
+        raise Unreadable(f"cannot be opened ({error.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable("is not a plain file")
+        if info.st_size > limit:
+            raise Unreadable(f"is {size_text(info.st_size)}, over the limit of {size_text(limit)}")
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, CHUNK))
+            if not chunk:
+                return
+            left -= len(chunk)
+            if left <= 0:
+                raise Unreadable(f"grew over the limit of {size_text(limit)} while it was read")
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The whole of :func:`read_chunks`."""
+    return b"".join(read_chunks(path, limit))
+
+
+def size_text(n: int) -> str:
+    """A size in words: ``"512 bytes"``, ``"3.0 MB"``, ``"1,024 MB"``."""
+    return f"{n:,} bytes" if n < 2**20 else f"{n / 2**20:,.1f} MB"
+
+
+def is_odd_name(name: str) -> bool:
+    """A file name that is not UTF-8 (Python keeps such bytes as lone surrogates) or holds control
+    characters: it cannot be stored in the gradebook or printed as it is."""
+    return any(0xD800 <= ord(c) <= 0xDFFF or unicodedata.category(c) == "Cc" for c in name)
+
+
+def shown_name(name: str) -> str:
+    """``name`` as reasons, the gradebook and the terminal show it: unchanged when it is plain,
+    else with every byte that is not UTF-8 and every control character escaped (``\\xff``)."""
+    if not is_odd_name(name):
+        return name
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    text = "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
+    return for_terminal(text) if for_terminal is not None else text
+
+
+def names_text(names: Sequence[str]) -> str:
+    """Some file names for a reason, each shown safely, at most :data:`NAMES_SHOWN` of them."""
+    shown = ", ".join(shown_name(n) for n in names[:NAMES_SHOWN])
+    more = len(names) - NAMES_SHOWN
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
 
 @dataclass
 class Submission:
-    """One student's handed-in notebook, as read (never written) by the grader."""
+    """One student's handed-in notebook, as read (never written) by the grader.
+
+    Found by :func:`find_submissions`, which hashes the file but keeps none of it; its bytes are
+    read into ``data`` when its task is sent and dropped once its result is recorded, so the
+    coordinator holds only the files in flight, whatever the size of the class (issue 41 §4)."""
 
     student: str
     folder: Path  # submitted/<student>/<assignment>
-    name: str  # the file's name ("" when there is none)
-    data: bytes
-    checksum: str  # sha256 of data, or of why there is nothing to grade
-    timestamp: str | None  # nbgrader's timestamp.txt
+    name: str  # the file's name as shown (see shown_name); "" when there is none
+    data: bytes  # the file's bytes while it is graded
+    checksum: str  # sha256 of the file, or of why there is nothing to grade
+    timestamp: str | None  # nbgrader's timestamp.txt, when it is one
     problem: str = ""  # why it is not sent to a worker ("" when it is)
     notes: list[str] = field(default_factory=list)  # said beside the result
+    path: Path | None = None  # the file to grade, under its real name
+    size: int = 0  # its size in bytes when it was found
+    flags: list[str] = field(default_factory=list)  # said beside the result, which is flagged
 
 
 def find_submissions(
@@ -234,61 +330,119 @@ def find_submissions(
     assignment: Assignment,
     students: Sequence[str] = (),
     max_mb: int = DEFAULT_LIMITS.submission_mb,
-) -> list[Submission]:
-    """Every student folder ``submitted/<student>/<assignment>/``, sorted by student id."""
+) -> tuple[list[Submission], dict[str, str]]:
+    """Every student folder ``submitted/<student>/<assignment>/``, sorted by student id; and the
+    folders that cannot be graded at all (a student id that is not UTF-8 text or holds control
+    characters cannot be stored in the gradebook), by their shown name, with the reason."""
     step = course.coursedir.submitted_directory
     top = course.folder(step, ".", ".")
-    found = []
+    found, refused = [], {}
     if top.is_dir():
         for folder in sorted(top.iterdir()):
-            if (folder / assignment.name).is_dir() and (not students or folder.name in students):
-                found.append(
-                    read_submission(folder.name, folder / assignment.name, assignment, max_mb)
+            if students and folder.name not in students:
+                continue
+            if not (folder / assignment.name).is_dir():
+                continue
+            if is_odd_name(folder.name):
+                refused[shown_name(folder.name)] = (
+                    "the student folder's name is not UTF-8 text or holds control characters, "
+                    "so it cannot be a student id: rename the folder"
                 )
+                continue
+            found.append(read_submission(folder.name, folder / assignment.name, assignment, max_mb))
     missing = sorted(set(students) - {s.student for s in found})
     if missing:
-        print(f"no submission of {assignment.name} in {top} for: {', '.join(missing)}")
-    return found
+        print(f"no submission of {assignment.name} in {top} for: {names_text(missing)}")
+    return found, refused
+
+
+def read_timestamp(folder: Path) -> tuple[str | None, list[str]]:
+    """nbgrader's ``timestamp.txt`` of a submission folder, and a flag when it is there but not a
+    timestamp nbgrader reads (too large, a link, not UTF-8, not a date). Such a submission is
+    graded without a time (no late penalty) and flagged; the file is never quoted."""
+    from autograder.gradebook_writer import timestamp_utc
+
+    path = folder / "timestamp.txt"
+    if not os.path.lexists(path):
+        return None, []
+    try:
+        text = read_bounded(path, TIMESTAMP_BYTES).decode("utf-8").strip()
+        timestamp_utc(text)
+    except Unreadable as error:
+        why = str(error)
+    except UnicodeDecodeError:
+        why = "is not UTF-8 text"
+    except (ValueError, OverflowError):
+        why = "is not a date and time"
+    else:
+        return text, []
+    return None, [
+        f"timestamp.txt {why}: graded without a submission time, so no late penalty was "
+        "applied; put nbgrader's timestamp there (or remove the file) and run again with --regrade"
+    ]
 
 
 def read_submission(
     student: str, folder: Path, assignment: Assignment, max_mb: int = DEFAULT_LIMITS.submission_mb
 ) -> Submission:
-    """Read the notebook a student handed in (the expected name first, else the only notebook)."""
-    stamp = folder / "timestamp.txt"
-    timestamp = stamp.read_text(errors="replace").strip() if stamp.is_file() else None
-    notebooks = sorted(p for p in folder.iterdir() if p.name.endswith(".ipynb"))
-    names = [p.name for p in notebooks]
-    expected = assignment.notebook
+    """Find the notebook a student handed in (the expected name first, else the only notebook)
+    and hash it; nothing of it is kept. A folder or file that is a link, a folder of more than
+    :data:`FOLDER_ENTRIES` entries, and a notebook over ``max_mb`` are refused with the reason."""
+    names: list[str] = []
+    timestamp: str | None = None
+    flags: list[str] = []
 
     def refused(problem: str) -> Submission:
-        digest = hashlib.sha256(("no file: " + "\0".join(names)).encode()).hexdigest()
-        return Submission(student, folder, "", b"", digest, timestamp, problem)
+        digest = hashlib.sha256(os.fsencode("no file: " + "\0".join(names))).hexdigest()
+        return Submission(student, folder, "", b"", digest, timestamp, problem, flags=flags)
 
-    if expected in names:
-        path = folder / expected
+    for path in (folder.parent, folder):
+        if path.is_symlink():
+            return refused(f"{shown_name(path.name)} is a link, not a folder: nothing was read")
+    timestamp, flags = read_timestamp(folder)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if len(names) == FOLDER_ENTRIES:
+                return refused(f"the folder holds more than {FOLDER_ENTRIES:,} files")
+            names.append(entry.name)
+    names.sort()
+    notebooks = [n for n in names if n.endswith(".ipynb")]
+    expected = assignment.notebook
+    if expected in notebooks:
+        chosen = expected
     elif len(notebooks) == 1:
-        path = notebooks[0]
+        chosen = notebooks[0]
     elif not notebooks:
         return refused(f"no notebook handed in: expected {expected} in {folder}")
     else:
         return refused(
-            f"expected {expected}, found {' and '.join(names)}: rename the one to grade to "
-            f"{expected} and run the grader again"
+            f"expected {expected}, found {' and '.join(shown_name(n) for n in notebooks)}: "
+            f"rename the one to grade to {expected} and run the grader again"
         )
-    info = path.lstat()
-    if not stat.S_ISREG(info.st_mode):
-        return refused(f"{path.name} is not a plain file (a link or a folder)")
-    if info.st_size > max_mb * 2**20:
-        return refused(
-            f"{path.name} is {info.st_size / 2**20:.0f} MB, over the grader's limit of {max_mb} MB"
-        )
-    data = path.read_bytes()
-    sub = Submission(student, folder, path.name, data, hashlib.sha256(data).hexdigest(), timestamp)
-    others = [n for n in names if n != path.name]
+    path, name = folder / chosen, shown_name(chosen)
+    limit = max_mb * 2**20
+    digest = hashlib.sha256()
+    try:
+        for chunk in read_chunks(path, limit):
+            digest.update(chunk)
+    except Unreadable as error:
+        return refused(f"{name} {error}")
+    size = path.lstat().st_size
+    sub = Submission(student, folder, name, b"", digest.hexdigest(), timestamp, path=path)
+    sub.size, sub.flags = size, flags
+    others = [n for n in names if n != chosen]
     if others:
-        sub.notes.append(f"not graded, not part of the assignment: {', '.join(others)}")
+        sub.notes.append(f"not graded, not part of the assignment: {names_text(others)}")
     return sub
+
+
+def load(sub: Submission, max_mb: int) -> None:
+    """Read the submission's file into ``sub.data`` (bounded as when it was found), just before
+    its task is sent; a file changed since gets its new checksum. :class:`Unreadable` when it can
+    no longer be read."""
+    assert sub.path is not None
+    sub.data = read_bounded(sub.path, max_mb * 2**20)
+    sub.checksum = hashlib.sha256(sub.data).hexdigest()
 
 
 def local_result(assignment: Assignment, sub: Submission, status: Status, reason: str) -> dict:
@@ -403,7 +557,8 @@ def autograded_notebook(
             nb = None
     if nb is None:
         nb = copy.deepcopy(assignment.release)
-        note = "**Not graded as handed in.** " + " ".join(result["reasons"])
+        # the reasons name the student's file: shown as text (markup in a name is not markup)
+        note = "**Not graded as handed in.** " + escaped(" ".join(result["reasons"]))
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(note))
         return _with_outputs(nb, result), set(release) & _solution_ids(assignment)
 
@@ -469,7 +624,8 @@ def write_autograded(
     dest.mkdir(parents=True, exist_ok=True)
     target = dest / assignment.notebook
     tmp = dest / f".{assignment.notebook}.part"
-    tmp.write_text(nbformat.writes(nb), encoding="utf-8")
+    # a lone surrogate in the student's text (a JSON "\\udcff") is written as that JSON escape
+    tmp.write_bytes(nbformat.writes(nb).encode("utf-8", "backslashreplace"))
     os.replace(tmp, target)
     if sub.timestamp is not None:
         (dest / "timestamp.txt").write_text(sub.timestamp + "\n")
@@ -489,8 +645,8 @@ def write_output(course: Course, assignment: Assignment, sub: Submission, text: 
     """Write what the student's code printed while graded, for the instructor; remove an earlier
     file when it printed nothing."""
     path = printed_path(course, assignment.name, sub.student)
-    if text:
-        path.write_text(text, encoding="utf-8")
+    if text:  # control sequences and lone surrogates escaped (issue 40 §5), lines kept
+        path.write_text(for_text(text), encoding="utf-8")
     elif path.exists():
         path.unlink()
 
@@ -621,7 +777,11 @@ class Recorder:
         assignment = self.assignment
         result.update(assignment=assignment.name, student=sub.student, checksum=sub.checksum)
         result["notebook"] = sub.name or result.get("notebook", "")
-        result["reasons"] = [*result.get("reasons", []), *sub.notes]
+        result["reasons"] = [*result.get("reasons", []), *sub.notes, *sub.flags]
+        if sub.flags:  # something about the folder for a person to look at
+            result["needs_review"] = True
+            if result.get("status") in ("graded", "zero"):
+                result["status"] = "needs_review"
         try:
             nb, unanswered = autograded_notebook(assignment, sub, result)
             write_autograded(self.course, assignment, sub, nb)
@@ -639,8 +799,47 @@ class Recorder:
             unanswered=unanswered,
             config=self.course.config,
         )
-        self.summary.results[sub.student] = result
+        # kept for the summary without what the student's code printed (up to output_bytes
+        # each): the coordinator's memory must not grow with the class
+        self.summary.results[sub.student] = {k: v for k, v in result.items() if k != "output"}
         self.summary.coordinator_seconds += time.monotonic() - began
+
+
+# Submissions stream through the cluster (issue 41 §4): at most this many tasks per worker thread
+# are in flight, and at most IN_FLIGHT_BYTES of files (always at least one), so the coordinator
+# and the scheduler hold a few files at a time, not the class.
+TASKS_PER_THREAD = 2
+IN_FLIGHT_BYTES = 512 * 2**20
+
+
+@dataclass
+class InFlight:
+    """The submissions sent and not yet recorded, and whether one more may be sent."""
+
+    dask: Any
+    tasks: dict[str, tuple[Any, Submission]] = field(default_factory=dict)  # by task key
+    bytes: int = 0
+    most: int = 2 * TASKS_PER_THREAD
+    checked: float = -1.0  # when the cluster's threads were last counted
+
+    def room_for(self, sub: Submission) -> bool:
+        now = time.monotonic()
+        if now - self.checked > 1.0:  # workers come and go: count them at most once a second
+            self.checked = now
+            threads = sum(self.dask.nthreads().values())
+            self.most = TASKS_PER_THREAD * max(2, threads)
+        if not self.tasks:
+            return True
+        return len(self.tasks) < self.most and self.bytes + sub.size <= IN_FLIGHT_BYTES
+
+    def add(self, future: Any, sub: Submission) -> None:
+        self.tasks[future.key] = (future, sub)
+        self.bytes += sub.size
+
+    def pop(self, future: Any) -> Submission:
+        sub = self.tasks.pop(future.key)[1]
+        self.bytes -= sub.size
+        return sub
 
 
 def grade_on_dask(
@@ -654,7 +853,9 @@ def grade_on_dask(
     grade_function: Callable | None,
     on_result: Callable[[dict, Any], None] | None,
 ) -> None:
-    """One task per submission; each result recorded as it arrives."""
+    """One task per submission, a few in flight at a time (:class:`InFlight`): each file is read
+    when its task is sent, and each result recorded as it arrives, which sends the next."""
+    from dask import config as dask_config
     from distributed import as_completed
 
     summary = recorder.summary
@@ -663,35 +864,49 @@ def grade_on_dask(
     # when it was sent, and a worker lost mid-run (or while a file was sent to it) took it with it,
     # leaving submissions "not graded" (issue 32). The scheduler keeps each task, file included,
     # until it is done. Dask warns of a task graph over 10 MB: files up to the limit are expected.
-    from dask import config as dask_config
-
     max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
     expected = {"distributed.admin.large-graph-warning-threshold": f"{max_mb + 1}MiB"}
-    source = assignment.source
-    futures = {}
-    for sub in subs:
-        try:
-            with dask_config.set(expected):
-                future = dask.submit(
-                    grade_task,
-                    sub.data,
-                    sub.name,
-                    source,
-                    assignment.name,
-                    sub.student,
-                    limits,
-                    assignment.notebook,
-                    grade_function,
-                    key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
-                    pure=False,
-                )
-        except Exception as error:  # the file could not be sent: the others go on
-            summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
-            bar.update(1)
-            continue
-        futures[future.key] = (future, sub)
-    for future in as_completed([f for f, _ in futures.values()]):
-        sub = futures[future.key][1]
+    waiting = deque(subs)
+    flight = InFlight(dask)
+    done = as_completed()
+
+    def send_more() -> None:
+        while waiting and flight.room_for(waiting[0]):
+            sub = waiting.popleft()
+            try:
+                load(sub, max_mb)
+            except Unreadable as error:  # replaced or grown since it was found
+                sub.size = 0
+                sub.problem = f"{sub.name} {error}"
+                recorder.record(sub, local_result(assignment, sub, "rejected", sub.problem))
+                bar.update(1)
+                continue
+            try:
+                with dask_config.set(expected):
+                    future = dask.submit(
+                        grade_task,
+                        sub.data,
+                        sub.name,
+                        assignment.source,
+                        assignment.name,
+                        sub.student,
+                        limits,
+                        assignment.notebook,
+                        grade_function,
+                        key=f"grade-{assignment.name}-{sub.student}-{sub.checksum[:16]}",
+                        pure=False,
+                    )
+            except Exception as error:  # the file could not be sent: the others go on
+                summary.failed[sub.student] = f"not sent: {type(error).__name__}: {error}"
+                sub.data = b""
+                bar.update(1)
+                continue
+            flight.add(future, sub)
+            done.add(future)
+
+    send_more()
+    for future in done:
+        sub = flight.pop(future)
         if future.status == "finished":
             result = future.result()
             try:
@@ -704,8 +919,10 @@ def grade_on_dask(
         else:
             error = future.exception()
             summary.failed[sub.student] = f"{type(error).__name__}: {error}"
+        sub.data = b""
         future.release()
         bar.update(1)
+        send_more()
     bar.close()
 
 
@@ -738,7 +955,7 @@ def grade_assignment(
     limits = dict(limits or {})
     assignment = prepare_assignment(course, assignment_name)
     max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
-    subs = find_submissions(course, assignment, students, max_mb)
+    subs, summary.failed = find_submissions(course, assignment, students, max_mb)
     gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
     try:
         todo, summary.skipped = to_grade(course, assignment, subs, gb, regrade)

@@ -469,3 +469,198 @@ def test_the_autograded_notebook_shows_the_release_test_cells_once(tmp_path):
     assert all(text == released[gid] and kind == "code" for gid, text, kind in got)
     assert "HIDDEN" not in nbformat.writes(shown)
     assert unanswered == {"kn_bigram_prob"}  # renamed away: put back as handed out
+
+
+# ------------------------------------------------------------------------------ issue 41 §4
+
+STAMP = "2026-01-10 12:00:00.000000 UTC"
+
+
+def graded_with_stand_in(tmp_path, client, **kwargs) -> classgrader.Summary:
+    course = classgrader.load_course(tmp_path / "autograder")
+    return classgrader.grade_assignment(
+        course, ASSIGNMENT, client=client, grade_function=stand_in, progress=False,
+        feedback=False, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_huge_linked_or_malformed_timestamp_is_not_read_and_is_flagged(tmp_path, client):
+    """Issue 41 §4: ``timestamp.txt`` was read whole, through links, copied and echoed; a
+    malformed one left the student "not graded" on every run. Now a sparse file of 64 MB, a link
+    to another file (a valid timestamp, elsewhere) and text that is no date are each graded with
+    full points, flagged with one reason naming timestamp.txt, never quoted, never copied."""
+    make_course(tmp_path)
+    full = grading.submission(ASSIGNMENT, grading.solution_code(ASSIGNMENT))
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("2030-01-01 00:00:00.000000 UTC\n")
+    marker = "\x1b[2JNOT-A-DATE-MARKER"
+    for student in ("big", "link", "bad", "good"):
+        hand_in(tmp_path, student, full, stamp=STAMP if student == "good" else "")
+    folder = tmp_path / "autograder" / "submitted"
+    with open(folder / "big" / ASSIGNMENT / "timestamp.txt", "wb") as f:
+        f.write(STAMP.encode())
+        f.truncate(64 * 2**20)  # sparse: 64 MB on paper, nothing on disk
+    (folder / "link" / ASSIGNMENT / "timestamp.txt").symlink_to(secret)
+    (folder / "bad" / ASSIGNMENT / "timestamp.txt").write_text(marker * 20)
+
+    summary = graded_with_stand_in(tmp_path, client)
+
+    assert summary.failed == {}, summary.failed  # every student graded: none "not graded"
+    total = sum(source_points().values())
+    autograded = tmp_path / "autograder" / "autograded"
+    text = summary.text()
+    assert marker not in text and "NOT-A-DATE" not in text
+    for student, why in [("big", "over the limit"), ("link", "is a link"), ("bad", "not a date")]:
+        result = summary.results[student]
+        assert sum(p["points"] for p in result["parts"]) == total
+        assert result["needs_review"] and result["status"] == "needs_review"
+        flagged = [r for r in result["reasons"] if r.startswith("timestamp.txt")]
+        assert len(flagged) == 1 and why in flagged[0], result["reasons"]
+        assert not (autograded / student / ASSIGNMENT / "timestamp.txt").exists()
+    good = summary.results["good"]
+    assert good["status"] == "graded" and not good["needs_review"]
+    assert (autograded / "good" / ASSIGNMENT / "timestamp.txt").read_text().strip() == STAMP
+    # the gradebook keeps the good timestamp and none for the others (nbgrader's own API)
+    rows = gradebook_rows(tmp_path / "autograder" / "gradebook.db", ["big", "link", "bad", "good"])
+    assert [rows[s]["timestamp"] is None for s in ("big", "link", "bad", "good")] == [
+        True, True, True, False,
+    ]  # fmt: skip
+
+
+def test_reading_a_submission_folder_is_bounded(tmp_path):
+    """The notebook and timestamp.txt are never read through a link or past their limits: a
+    notebook that is a link to a file outside is refused without being read; a timestamp of a
+    gigabyte (sparse) costs no memory."""
+    import tracemalloc
+
+    course = make_course(tmp_path)
+    assignment = classgrader.Assignment(ASSIGNMENT, "ngrams.ipynb", {}, nbformat.v4.new_notebook())
+    folder = tmp_path / "autograder" / "submitted" / "ana" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    outside = tmp_path / "someone-else.ipynb"
+    outside.write_text(nbformat.writes(grading.submission(ASSIGNMENT, {})))
+    (folder / "ngrams.ipynb").symlink_to(outside)
+    with open(folder / "timestamp.txt", "wb") as f:
+        f.truncate(2**30)
+    tracemalloc.start()
+    try:
+        subs, refused = classgrader.find_submissions(course, assignment)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused == {} and [s.student for s in subs] == ["ana"]
+    (sub,) = subs
+    assert sub.problem == "ngrams.ipynb is a link, not a file" and sub.data == b""
+    assert sub.timestamp is None and "timestamp.txt is 1,024.0 MB" in sub.flags[0]
+    assert peak < 2**20, peak  # nothing of the gigabyte was read
+    # a file that grew over the limit after it was found is refused when it is read
+    (folder / "ngrams.ipynb").unlink()
+    (folder / "ngrams.ipynb").write_bytes(b"{}")
+    (sub,), _ = classgrader.find_submissions(course, assignment, max_mb=1)
+    assert sub.problem == "" and sub.size == 2
+    (folder / "ngrams.ipynb").write_bytes(b" " * (2**20 + 1))
+    with pytest.raises(classgrader.Unreadable, match="over the limit of 1.0 MB"):
+        classgrader.load(sub, max_mb=1)
+
+
+def test_odd_file_names_are_graded_shown_escaped_and_recorded(tmp_path, client):
+    """Issue 40 §5: a notebook whose name is not UTF-8 and holds a terminal escape, beside a file
+    with a control character in its name, is graded (and flagged as misnamed, as any other name)
+    and recorded; the names are shown escaped, in the gradebook and on the terminal. A student
+    folder whose name is not UTF-8 cannot be a student id: it is reported, the rest graded."""
+    make_course(tmp_path)
+    full = grading.submission(ASSIGNMENT, grading.solution_code(ASSIGNMENT))
+    odd = os.fsdecode(b"ngrams \xff\x1b[31m.ipynb")
+    hand_in(tmp_path, "ana", full, name=odd)
+    (tmp_path / "autograder" / "submitted" / "ana" / ASSIGNMENT / "notes\rx.txt").write_text("")
+    hand_in(tmp_path, "ben", full)
+    hand_in(tmp_path, os.fsdecode(b"caf\xe9"), full)
+
+    summary = graded_with_stand_in(tmp_path, client)
+
+    total = sum(source_points().values())
+    assert sorted(summary.results) == ["ana", "ben"]
+    assert (
+        list(summary.failed) == ["caf\\xe9"] and "rename the folder" in summary.failed["caf\\xe9"]
+    )
+    ana = summary.results["ana"]
+    assert sum(p["points"] for p in ana["parts"]) == total and ana["needs_review"]
+    assert ana["notebook"] == "ngrams \\xff\\x1b[31m.ipynb"
+    assert any("notes\\x0dx.txt" in r for r in ana["reasons"]), ana["reasons"]
+    text = summary.text()
+    text.encode("utf-8")  # printable: no lone surrogate
+    assert "\x1b" not in text and "\r" not in text
+    db = tmp_path / "autograder" / "gradebook.db"
+    assert rows(db, "select student, notebook from autograder_results") == [
+        ("ana", "ngrams \\xff\\x1b[31m.ipynb"), ("ben", "ngrams.ipynb"),
+    ]  # fmt: skip
+
+
+def test_a_notebook_of_a_hundred_thousand_cells_is_rejected_with_the_reason(tmp_path):
+    """Issue 41 §4: 100,000 tiny cells (about 10 MB, under the size limit) cost the coordinator
+    minutes of feedback and recording. The cell count is bounded like the other limits (and can be
+    raised); over it, the submission is rejected and flagged with the count, never run, and its
+    autograded notebook is the release's (tens of cells), not 100,000."""
+    from autograder.notebook import Rejected, read_notebook
+    from autograder.results import Limits
+
+    nb = json.loads(
+        nbformat.writes(grading.submission(ASSIGNMENT, grading.solution_code(ASSIGNMENT)))
+    )
+    tiny = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {},
+        "outputs": [],
+        "source": "x = 1",
+    }
+    nb["cells"] += [dict(tiny, id=f"c{i}") for i in range(100_000)]
+    data = json.dumps(nb).encode()
+    assert len(data) < Limits().submission_mb * 2**20
+    with pytest.raises(
+        Rejected, match="the notebook has 100,0[0-9][0-9] cells, over the limit of 5,000"
+    ):
+        read_notebook(data)
+    assert len(read_notebook(data, Limits(notebook_cells=200_000))["cells"]) == len(nb["cells"])
+
+    course = make_course(tmp_path)
+    assignment = classgrader.prepare_assignment(course, ASSIGNMENT)
+    result = classgrader.grade_task(
+        data, "ngrams.ipynb", assignment.source, ASSIGNMENT, "ana", {}, "ngrams.ipynb"
+    )  # the real grade_submission: rejected before anything runs
+    assert result["status"] == "rejected" and result["needs_review"]
+    assert any("100,0" in r and "cells" in r for r in result["reasons"]), result["reasons"]
+    assert all(p["points"] == 0 for p in result["parts"])
+    hand_in(tmp_path, "ana", nbformat.v4.new_notebook())
+    sub = classgrader.Submission("ana", tmp_path, "ngrams.ipynb", data, result["checksum"], None)
+    shown, _ = classgrader.autograded_notebook(assignment, sub, result)
+    assert len(shown.cells) <= len(assignment.release.cells) + 1
+
+
+def test_the_coordinator_holds_a_few_submissions_not_the_class(tmp_path, client):
+    """Issue 41 §4: every file was read and submitted up front, so the coordinator's memory was
+    about twice the class's bytes. Now files stream (read when their task is sent, a few in
+    flight): the coordinator's peak of traced memory (this process runs the local cluster's
+    scheduler too) for a class of 48 files of 1 MB is about that of a class of 6, and far below
+    the class's bytes."""
+    import tracemalloc
+
+    padded = grading.submission(ASSIGNMENT, {})
+    padded.cells.append(nbformat.v4.new_markdown_cell("x" * 2**20))
+    peaks = {}
+    for n in (6, 48):
+        root = tmp_path / f"class-{n}"
+        make_course(root)
+        for i in range(n):
+            padded.metadata["student_number"] = i  # a file of its own each
+            hand_in(root, f"s{i:02d}", padded)
+        tracemalloc.start()
+        try:
+            summary = graded_with_stand_in(root, client)
+            peaks[n] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(summary.results) == n and summary.failed == {}
+    class_bytes = 48 * 2**20
+    assert peaks[48] < 1.3 * peaks[6], peaks
+    assert peaks[48] < class_bytes / 2, (peaks, class_bytes)

@@ -3,12 +3,14 @@
 A file the grader cannot read as a notebook (malformed JSON, empty, not UTF-8) is rejected: every
 part 0, with a reason. An older format (nbformat 3) is upgraded and graded, and a notebook that is
 large because of its outputs is graded (outputs are never run). A notebook under another name than
-the assignment's gets 0 with a reason that names the file expected.
+the assignment's is graded and flagged with a reason that names the file expected, a name that is
+not UTF-8 and holds a terminal escape too (issue 40 §5: shown escaped, never raw).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_output
@@ -39,6 +41,12 @@ def empty_file(target: Target) -> Submission:
 def wrong_name(target: Target) -> Submission:
     """The full notebook, renamed as a browser renames a second download."""
     return Submission("hmm (1).ipynb", to_bytes(filled(HMM)))
+
+
+def odd_name(target: Target) -> Submission:
+    """The full notebook under a name that is not UTF-8 (the byte 0xFF) and holds a terminal
+    escape (ESC [31m), as a hostile upload may name it."""
+    return Submission(os.fsdecode(b"ngrams \xff\x1b[31m.ipynb"), to_bytes(filled(NG)))
 
 
 def fifty_megabytes(target: Target) -> Submission:
@@ -81,6 +89,14 @@ KINDS = [
         HMM,
         "the full notebook submitted as 'hmm (1).ipynb', alone: graded and flagged (issue 28)",
         wrong_name,
+        statuses=FLAGGED,
+    ),
+    Kind(
+        "odd-file-name",
+        NG,
+        "the full notebook under a name that is not UTF-8 and holds a terminal escape: graded, "
+        "flagged, the name shown escaped (issue 40 §5)",
+        odd_name,
         statuses=FLAGGED,
     ),
     Kind(
