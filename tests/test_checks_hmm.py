@@ -329,6 +329,8 @@ def accuracy_swapped_rates(tagger, tagged_sentences):
 
 WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: expected / got)
     (checks.check_addk_tables, lambda *a: tuple(t.T for t in _tables_log(*a)),
+     None),  # log_trans transposed too: not the mistake of log_emit_table alone (issue 42)
+    (checks.check_addk_tables, lambda *a: (*_tables_log(*a)[:2], _tables_log(*a)[2].T),
      "log_emit_table is transposed"),
     (checks.check_addk_tables, lambda s, t, w, k: _tables_log(s, t, w, 0.0 * k + 1.0), None),
     (checks.check_addk_tables, lambda s, t, w, k: _tables_log(s, t, w, k)[::-1], None),

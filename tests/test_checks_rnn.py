@@ -106,10 +106,21 @@ def test_right_answers_in_other_forms_pass(check, student, capsys):
 MISTAKE_CASES = (
     "check,student,message",
     [
-        (checks.check_token_index, lambda i, j, layout: (i, j), "from 1, Python from 0"),
+        (
+            checks.check_token_index,
+            lambda i, j, layout: (i, j) if layout == "batch-first" else (j, i),
+            "from 1, Python from 0",
+        ),
         (
             checks.check_token_index,
             lambda i, j, layout: token_index(i, j, "time-first"),
+            "does not depend on the layout",
+        ),
+        (
+            checks.check_token_index,
+            lambda i, j, layout: token_index(
+                i, j, "time-first" if layout == "batch-first" else "batch-first"
+            ),
             "rows and columns are swapped",
         ),
         (
@@ -219,11 +230,11 @@ SWAP = {"many-to-one": "many-to-many", "many-to-many": "many-to-one"}
 
 WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: expected / got)
     (checks.check_token_index, lambda i, j, layout: (i - 1, j - 1),  # the layout ignored
-     "rows and columns are swapped"),
+     "does not depend on the layout"),
     (checks.check_token_index, lambda i, j, layout: (j, i) if layout == "time-first" else (i, j),
      "from 1, Python from 0"),
     (checks.check_token_index, lambda i, j, layout: [i - 1, j - 1][::-1],
-     "rows and columns are swapped"),
+     "does not depend on the layout"),
     (checks.check_token_index, lambda i, j, layout: (i, j - 1) if layout == "batch-first"
      else (j - 1, i), None),  # one index from 0, the other from 1
     (checks.check_architecture_for, lambda task: "many-to-many", None),

@@ -64,6 +64,12 @@ wrong, the first mistake whose answer equals it (:func:`same_answer`, the tolera
 whose answers are dicts that a student may extend passes ``same=same_on_keys``) and differs from
 the right one is named in the message (``likely mistake: ...``) in place of the case's
 hint: the message is about what the answer shows, not about what the case was meant to test.
+A mistake is named only when it explains every answer of the student's: its answer is the
+student's on every case of the check where it has one (:func:`confirmed_mistakes` calls the
+student's function on each case again), so a mistake that coincides with another answer on the
+failing case alone is not named as the student's; the message then says that the answer equals
+what that mistake gives on this case. A compare function whose words already end in a ``hint:``
+line (a hint about what the answer shows) replaces the case's hint.
 
 **The message.** A wrong answer raises :class:`CheckFailed` with the case (its number, label and
 inputs), the expected answer, the answer it got, what differs, and the named mistake or the case's
@@ -204,6 +210,12 @@ class Mistake:
 
     what: str
     answer: Any
+    key: str = ""  # the same mistake on every case, where ``what`` names a case's values
+
+    @property
+    def identity(self) -> str:
+        """What makes two cases' mistakes the same one: ``key``, else ``what``."""
+        return self.key or self.what
 
 
 def with_args(reference: Callable[..., Any]) -> Callable[..., Expected]:
@@ -510,9 +522,9 @@ def compare_scores(expected: Any, got: Any, keys: Sequence[str] | None = None) -
 
 
 def same_answer(a: Any, b: Any) -> bool:
-    """Whether two plain answers agree: numbers and arrays under the tolerance policy, sequences
-    item by item, dicts key by key (the same keys), anything else by ``==``. Used to recognise
-    known mistakes."""
+    """Whether two plain answers agree: numbers and arrays under the tolerance policy (nan equal
+    to nan where both have it), sequences item by item, dicts key by key (the same keys),
+    anything else by ``==``. Used to recognise known mistakes."""
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, Mapping) or isinstance(b, Mapping):
@@ -525,13 +537,24 @@ def same_answer(a: Any, b: Any) -> bool:
     if isinstance(a, str) or isinstance(b, str):
         return a == b
     if _numeric(a) and _numeric(b):
-        return close(a, b)
+        return _close_or_both_nan(a, b)
     if isinstance(a, list | tuple | np.ndarray) and isinstance(b, list | tuple | np.ndarray):
         return len(a) == len(b) and all(same_answer(x, y) for x, y in zip(a, b, strict=True))
     try:
         return bool(a == b)
     except (TypeError, ValueError):
         return False
+
+
+def _close_or_both_nan(a: Any, b: Any) -> bool:
+    """:func:`close`, with nan equal to nan where both have it (a mistake's answer and the
+    student's, when the mistake makes a 0/0: nan is never right, but it is what the mistake
+    gives)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or not np.array_equal(np.isnan(x), np.isnan(y)):
+        return False
+    keep = ~np.isnan(x)
+    return close(x[keep], y[keep])
 
 
 def same_on_keys(a: Any, b: Any) -> bool:
@@ -612,8 +635,46 @@ def run_check(
     frozen = tuple((case, pickle.dumps(case.args)) for case in cases)
     for i, (case, args) in enumerate(frozen):
         number = f"{i + 1} of {len(frozen)}"
-        _check_case(name, student, reference, case, args, number, compare, mistakes, same)
+        _check_case(name, student, reference, case, args, number, compare, mistakes, same, frozen)
     print(f"{name}: all {len(frozen)} cases pass")
+
+
+def confirmed_mistakes(
+    student: Callable,
+    candidates: Sequence[Mistake],
+    frozen: Sequence[tuple[Case, bytes]],
+    mistakes: Callable[..., Iterable[Mistake]],
+    same: Callable[[Any, Any], bool] = same_answer,
+) -> list[Mistake]:
+    """The ``candidates`` (mistakes whose answer is the student's on the failing case) whose
+    answer is the student's on *every* case of the check where the mistake has one, passed cases
+    included: a mistake is named only when it explains all the student's answers. A mistake whose
+    answer differs from the student's on one case is not the student's, although it coincided on
+    the failing one; of two mistakes that coincide on the failing case, a case that separates
+    them keeps only the one the student made. Mistakes are the same across cases by their
+    :attr:`Mistake.identity`. A check may list one mistake (one identity) with several answers,
+    one per way of writing it (``-inf`` or the dtype's minimum for a masked score): it is shown
+    on a case where any of them is the student's. A case where the student's function raises
+    neither shows nor refutes a mistake. Calls the student's function again on each case."""
+    alive = {m.identity for m in candidates}
+    for _, frozen_args in frozen:
+        if not alive:
+            break
+        try:
+            got = call_student(student, pickle.loads(frozen_args))
+        except Exception:  # no answer to compare: the case neither shows nor refutes a mistake
+            continue
+        shown: dict[str, bool] = {}  # per mistake: whether one of its answers here is the student's
+        for mistake in mistakes(*pickle.loads(frozen_args)):
+            if mistake.identity not in alive or mistake.answer is None:
+                continue  # a mistake with no answer on this case is neither shown nor refuted
+            try:
+                answer = to_plain(mistake.answer)
+            except NotPlainAnswer:
+                continue
+            shown[mistake.identity] = shown.get(mistake.identity, False) or same(answer, got)
+        alive -= {identity for identity, matches in shown.items() if not matches}
+    return [m for m in candidates if m.identity in alive]
 
 
 def _check_case(
@@ -626,9 +687,11 @@ def _check_case(
     compare: Callable[[Any, Any], str],
     mistakes: Callable[..., Iterable[Mistake]] | None,
     same: Callable[[Any, Any], bool],
+    every_case: Sequence[tuple[Case, bytes]] = (),
 ) -> None:
     """One case: the student's answer first, then (the reference switched on) the expected one,
-    both from the pickled arguments ``frozen``, which nothing can change."""
+    both from the pickled arguments ``frozen``, which nothing can change. A wrong answer's
+    mistake is named only when :func:`confirmed_mistakes` finds it on ``every_case``."""
     where = f"on case {number}{_label(case)}"
     try:
         got = call_student(student, pickle.loads(frozen))
@@ -655,16 +718,27 @@ def _check_case(
     if not problem:
         return
     right = unwrap(want)  # everything below needs only the answer
-    named = name_mistakes(right, got, mistakes(*args), same) if mistakes is not None else []
+    here = name_mistakes(right, got, mistakes(*args), same) if mistakes is not None else []
+    named = here
+    if here and every_case and mistakes is not None:
+        named = confirmed_mistakes(student, here, every_case, mistakes, same)
+    hint = "" if "\nhint: " in f"\n{problem}" or not case.hint else f"\nhint: {case.hint}"
     if len(named) == 1:
         advice = f"\nlikely mistake: {named[0].what}"
-    elif named:  # on this case these mistakes give the same answer: the message names each
+    elif named:  # on every case these mistakes give the same answer: the message names each
         advice = (
-            "\nlikely mistake, one of these (on this case they give the same answer):"
+            "\nlikely mistake, one of these (on every case they give the same answer):"
             + "".join(f"\n  - {m.what}" for m in named)
         )
+    elif here:  # the same answer here, another answer on some other case: not the mistake made
+        advice = (
+            "\nyour answer equals what this mistake gives on this case, though not on every "
+            "case, so look for something close to it:"
+            + "".join(f"\n  - {m.what}" for m in here)
+            + hint
+        )
     else:
-        advice = f"\nhint: {case.hint}" if case.hint else ""
+        advice = hint
     raise CheckFailed(
         f"{name} gives a wrong answer {where} (cases run smallest first):\n{_inputs(case)}"
         f"expected: {show(right)}\n"

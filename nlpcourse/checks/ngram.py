@@ -82,6 +82,7 @@ def _count_mistakes(sentences: list, n: int) -> list[Mistake]:
             f"you padded with n = {n} '<s>' at the start: an n-gram model needs n-1 of them (one "
             "for bigrams, two for trigrams, none for unigrams)",
             _count(sentences, n, n),
+            key="n start symbols",
         ),
         Mistake(
             "you padded with one '<s>' whatever n is: an n-gram model needs n-1 of them",

@@ -412,6 +412,7 @@ def _count_mistakes(rules: list, words: list[str], start: str = "S") -> list[Mis
             f"you counted the trees of every nonterminal of the top cell: count only the start "
             f"symbol {start!r}",
             sum(top.values()),
+            key="every nonterminal of the top cell",
         ),
     ]
 

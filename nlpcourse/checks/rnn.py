@@ -77,10 +77,21 @@ def _token_index_mistakes(i: int, j: int, layout: str) -> list[Mistake]:
             "Batch-first (B, T): the row is the example i; time-first (T, B): the row is the "
             "position j",
             token_index_answer(i, j, other),
+            key="rows and columns swapped",
         ),
         Mistake(
             "rows and columns are swapped, and the book counts from 1: subtract 1",
             tuple(k + 1 for k in token_index_answer(i, j, other)),
+        ),
+        *(
+            Mistake(
+                f"your answer does not depend on the layout: it is where the token sits in a "
+                f"{fixed} array whatever the layout. Batch-first (B, T): the row is the example "
+                "i; time-first (T, B): the row is the position j",
+                token_index_answer(i, j, fixed),
+                key=f"always {fixed}",
+            )
+            for fixed in LAYOUTS
         ),
     ]
 

@@ -64,12 +64,14 @@ def _attention_variants(q, k, v, mask, scale=None, axis=-1, fill=None, after=Fal
 
 def _attention_mistakes(q, k, v, mask=None) -> list[Mistake]:
     d_k = q.shape[-1]
+    wrong_axis = (
+        "the softmax runs over the wrong axis: each query's weights over the keys must sum "
+        "to 1, so take the softmax over the last axis (dim=-1), not dim=-2"
+    )
     out = [
-        Mistake(
-            "the softmax runs over the wrong axis: each query's weights over the keys must sum "
-            "to 1, so take the softmax over the last axis (dim=-1), not dim=-2",
-            _attention_variants(q, k, v, mask, axis=-2),
-        ),
+        Mistake(wrong_axis, _attention_variants(q, k, v, mask, axis=-2)),
+        # the same mistake with the masked scores at -inf: a key masked for every query gets nan
+        Mistake(wrong_axis, _attention_variants(q, k, v, mask, axis=-2, fill=-math.inf)),
         Mistake(
             "the scores are not divided by sqrt(d_k): omega = q k^T / sqrt(d_k), eq. (tf-scores)",
             _attention_variants(q, k, v, mask, scale=1.0),

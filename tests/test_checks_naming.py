@@ -1,0 +1,140 @@
+"""A named mistake is the student's own (issue 42, section 3).
+
+A message says "likely mistake: ..." only when that mistake's answer is the student's on every
+case of the check where the mistake has an answer. The generic test builds, for every mistake of
+every check, a near miss: a function that returns the mistake's answer on the first case where
+that answer is wrong and the right answer on every other case. Where the mistake is wrong on
+another visible case too, the near miss is not that mistake, and must not get its name. The
+answers come from the check's own reference and mistake functions, computed before the check
+runs (the reference refuses while a student's function runs).
+
+Then the wrong answers of issue 42's table, each written as a student would, which used to be
+given the name of another mistake that happened to give the same answer on the failing case.
+"""
+
+import inspect
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from checks_corpus import captured
+
+import nlpcourse.checks.hmm
+import nlpcourse.checks.ngram
+import nlpcourse.checks.parsing
+import nlpcourse.checks.rnn
+import nlpcourse.checks.seq2seq
+import nlpcourse.checks.transformer
+from nlpcourse.checks import CheckFailed, core
+
+MODULES = [
+    nlpcourse.checks.ngram,
+    nlpcourse.checks.hmm,
+    nlpcourse.checks.parsing,
+    nlpcourse.checks.rnn,
+    nlpcourse.checks.seq2seq,
+    nlpcourse.checks.transformer,
+]
+CHECKS = [
+    (module, name)
+    for module in MODULES
+    for name, function in inspect.getmembers(module, inspect.isfunction)
+    if name.startswith("check_") and function.__module__ == module.__name__
+]
+
+
+def _answers(run: dict) -> list[tuple[bytes, object, dict]]:
+    """For each case: its pickled arguments, the right answer and {identity: mistake}."""
+    out = []
+    for case in run["cases"]:
+        frozen = pickle.dumps(case.args)
+        args = pickle.loads(frozen)
+        right = core.to_plain(core.unwrap(run["reference"](*pickle.loads(frozen))))
+        mistakes = {}
+        for mistake in run["mistakes"](*args) if run["mistakes"] else ():
+            if mistake.answer is None or mistake.identity in mistakes:
+                continue
+            try:
+                answer = core.to_plain(mistake.answer)
+            except core.NotPlainAnswer:
+                continue
+            if not run["same"](right, answer):
+                mistakes[mistake.identity] = (mistake, answer)
+        out.append((frozen, right, mistakes))
+    return out
+
+
+def _near_misses():
+    for module, name in CHECKS:
+        if name == "check_architecture_for":
+            continue  # no mistakes: an answer table
+        for run in captured(module, name, False):
+            if run["mistakes"] is None:
+                continue
+            yield pytest.param(module, name, run, id=name)
+
+
+def _content(value):
+    """A value as nested tuples of plain data (tensors and arrays by their bytes), to tell one
+    case's arguments from another's (pickled tensors carry their storage's address)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().numpy()
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, list | tuple):
+        return tuple(_content(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((repr(k), _content(v)) for k, v in value.items()))
+    if hasattr(value, "__dict__"):
+        return (type(value).__name__, _content(vars(value)))
+    return repr(value)
+
+
+def _key(frozen: bytes) -> tuple:
+    return _content(pickle.loads(frozen))
+
+
+def _likely(message: str) -> str:
+    """The part of a message that names mistakes as the student's."""
+    return message.split("likely mistake", 1)[1] if "likely mistake" in message else ""
+
+
+@pytest.mark.parametrize("module, name, run", list(_near_misses()))
+def test_a_near_miss_does_not_get_the_name_of_a_mistake_it_only_meets_once(module, name, run):
+    answers = _answers(run)
+    index: dict = {}  # the cases of each content (a random case may repeat another)
+    for i, (frozen, _, _) in enumerate(answers):
+        index.setdefault(_key(frozen), []).append(i)
+    tried = 0
+    for identity in {k for _, _, mistakes in answers for k in mistakes}:
+        wrong_on = [i for i, (_, _, mistakes) in enumerate(answers) if identity in mistakes]
+        first_args = index[_key(answers[wrong_on[0]][0])]
+        if not set(wrong_on) - set(first_args):
+            continue  # wrong on one visible case only: a near miss would be the mistake itself
+        first = wrong_on[0]
+        mistake, answer = answers[first][2][identity]
+
+        def near_miss(*args, first=first, answer=answer):
+            same_args = index[_key(pickle.dumps(args))]
+            return answer if first in same_args else answers[same_args[0]][1]
+
+        with np.errstate(all="ignore"), pytest.raises(CheckFailed) as failed:
+            core.run_check(
+                name, near_miss, run["reference"], run["cases"], run["compare"],
+                mistakes=run["mistakes"], same=run["same"],
+            )  # fmt: skip
+        assert "raised" not in str(failed.value), str(failed.value)  # found its case
+        assert mistake.what not in _likely(str(failed.value)), str(failed.value)
+        tried += 1
+    print(f"{name}: {tried} near misses")
+
+
+def test_the_near_misses_find_their_cases():
+    """The near miss finds its case by the content of its arguments, which a round trip through
+    pickle keeps."""
+    for module, name in CHECKS:
+        for run in captured(module, name, False):
+            keys = [_key(pickle.dumps(c.args)) for c in run["cases"]]
+            again = [_key(pickle.dumps(pickle.loads(pickle.dumps(c.args)))) for c in run["cases"]]
+            assert again == keys, name
