@@ -117,6 +117,47 @@ def sample_submissions(assignment: str) -> dict[str, nbformat.NotebookNode]:
     }
 
 
+# Mistakes the checks of 01-ngrams name, each made by editing the solution's code: (solution
+# cell, what is replaced, what replaces it, the test cell that fails, words of the named mistake)
+MISTAKES = {
+    "no_eos": ("count_ngrams", "list(sentence) + [EOS]", "list(sentence)", "test_count_ngrams",
+               "you left out the end symbol '</s>'"),
+    "n_bos": ("count_ngrams", "[BOS] * (n - 1)", "[BOS] * n", "test_count_ngrams",
+              "you padded with n = "),
+    "one_for_k": ("addk_prob", "0) + k) / (c_context + k * vocab_size)",
+                  "0) + 1) / (c_context + vocab_size)", "test_addk_prob",
+                  "you used 1 in place of k"),
+}  # fmt: skip
+BLANK = ("perplexity", "test_perplexity")  # left as handed out: "not written yet", no mistake
+
+
+def class_plan(n: int) -> dict[str, list[str]]:
+    """Which mistakes each of ``n`` students makes (``s01``: ["no_eos", ...]); "blank" leaves
+    perplexity as handed out. Every fourth student leaves out '</s>', the next pads n '<s>',
+    every third adds 1 in place of k, every fifth leaves perplexity blank."""
+    plan = {}
+    for i in range(1, n + 1):
+        made = []
+        made += ["no_eos"] if i % 4 == 0 else ["n_bos"] if i % 4 == 1 else []
+        made += ["one_for_k"] if i % 3 == 0 else []
+        made += ["blank"] if i % 5 == 0 else []
+        plan[f"s{i:02d}"] = made
+    return plan
+
+
+def mistaken(assignment: str, mistakes: list[str]) -> nbformat.NotebookNode:
+    """The release notebook of 01-ngrams with every part solved, but with ``mistakes``."""
+    code = solution_code(assignment)
+    for name in mistakes:
+        if name == "blank":
+            del code[BLANK[0]]
+            continue
+        cell, old, new, _, _ = MISTAKES[name]
+        assert old in code[cell], (name, code[cell])  # the solution still reads as expected
+        code[cell] = code[cell].replace(old, new)
+    return submission(assignment, code)
+
+
 def grade(
     root: Path,
     assignment: str,
@@ -212,12 +253,7 @@ def solution_timing(assignment: str) -> dict:
 
 def demo(assignment: str, folder: Path) -> None:
     """Grade the sample submissions in ``folder`` and print what an instructor gets."""
-    if folder.exists():
-        if not (folder / DEMO_MARKER).exists():
-            sys.exit(f"{folder} exists and was not made by this demo; not touching it.")
-        shutil.rmtree(folder)  # a previous demo run, made by this script
-    folder.mkdir(parents=True)
-    (folder / DEMO_MARKER).write_text("made by autograder/grading.py demo; safe to delete\n")
+    _fresh(folder)
     samples = sample_submissions(assignment)
     print(f"grading {len(samples)} sample submissions of {assignment} in {folder}", flush=True)
     scores = grade(folder, assignment, samples, progress=True)
@@ -235,17 +271,64 @@ def demo(assignment: str, folder: Path) -> None:
     print("feedback:  " + "\n           ".join(str(p) for p in feedback))
 
 
+def demo_class(folder: Path, students: int = 32) -> None:
+    """Grade a demo class of 01-ngrams in ``folder`` with the sandboxed class grader: ``students``
+    submissions with the known mistakes of :func:`class_plan`; then write its class report
+    (``python -m autograder report``) and print the mistakes it names, as the README shows."""
+    import json
+
+    assignment = "01-ngrams"
+    _fresh(folder)
+    copy_configuration(folder / "autograder")
+    shutil.copytree(REPO / "solutions" / assignment, folder / "solutions" / assignment)
+    name = notebook_path(REPO / "solutions", assignment).name
+    for student, made in class_plan(students).items():
+        target = folder / "autograder" / "submitted" / student / assignment
+        target.mkdir(parents=True)
+        nbformat.write(mistaken(assignment, made), target / name)
+    course = ["--course", str(folder / "autograder")]
+    for command in (
+        ["grade", assignment, *course, "--no-feedback"],
+        ["report", assignment, *course],
+    ):
+        print(f"python -m autograder {' '.join(command[:2])} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "autograder", *command], cwd=REPO, check=True)
+    data = json.loads((folder / "autograder" / "reports" / f"{assignment}.json").read_text())
+    for part in data["parts"]:
+        full = f"{100 * part['full_marks']:.0f}%"
+        print(
+            f"{part['grade_id']}: mean {part['mean']:.2f} of {part['points']:g}, full marks {full}"
+        )
+        for mistake, n, _ in part["mistakes"]:
+            print(f"    {n} of {data['submitted']}: {mistake}")
+
+
+def _fresh(folder: Path) -> None:
+    """Make ``folder`` empty for a demo: refused if it exists and a demo did not make it."""
+    if folder.exists():
+        if not (folder / DEMO_MARKER).exists():
+            sys.exit(f"{folder} exists and was not made by this demo; not touching it.")
+        shutil.rmtree(folder)  # a previous demo run, made by this script
+    folder.mkdir(parents=True)
+    (folder / DEMO_MARKER).write_text("made by autograder/grading.py; safe to delete\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="grade three sample submissions in a sandbox course")
     p.add_argument("assignment", help="e.g. 01-ngrams")
     p.add_argument("--dir", type=Path, default=CONFIG_DIR / "demo", help="sandbox folder")
+    p = sub.add_parser("demo-class", help="grade and report a class of 32 with known mistakes")
+    p.add_argument("--dir", type=Path, default=CONFIG_DIR / "demo-class", help="sandbox folder")
     p = sub.add_parser("timing", help="time the solution notebooks against the time limits")
     p.add_argument("assignments", nargs="*", help="default: every assignment in solutions/")
     args = parser.parse_args()
     if args.command == "demo":
         demo(args.assignment, args.dir.resolve())
+        return
+    if args.command == "demo-class":
+        demo_class(args.dir.resolve())
         return
     names = args.assignments or sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
     for name in names:

@@ -73,6 +73,15 @@ c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.assignment_list": False,
     "nbgrader.server_extensions.course_list": False,
 }
+# ... and their JupyterLab plugins with them: the Nbgrader menu's "Assignment List" and "Course
+# List" called the switched-off server extensions and hung (issue 45). JupyterLab reads the
+# plugins to leave out from labconfig/page_config.json on Jupyter's config path at each page.
+os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+    [
+        os.path.join(here, "jupyter", "config"),
+        *filter(None, [os.environ.get("JUPYTER_CONFIG_PATH")]),
+    ]
+)
 c.IdentityProvider.cookie_options = {"path": "/"}
 c.Exchange.root = os.path.join(here, "exchange")
 os.makedirs(c.Exchange.root, exist_ok=True)

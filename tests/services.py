@@ -199,45 +199,9 @@ def checked_in_process(data, name, source, *, assignment, student, limits, expec
     }  # fmt: skip
 
 
-# Mistakes the checks of 01-ngrams name, each made by editing the solution's code: (solution
-# cell, what is replaced, what replaces it, the test cell that fails, words of the named mistake)
-MISTAKES = {
-    "no_eos": ("count_ngrams", "list(sentence) + [EOS]", "list(sentence)", "test_count_ngrams",
-               "you left out the end symbol '</s>'"),
-    "n_bos": ("count_ngrams", "[BOS] * (n - 1)", "[BOS] * n", "test_count_ngrams",
-              "you padded with n = "),
-    "one_for_k": ("addk_prob", "0) + k) / (c_context + k * vocab_size)",
-                  "0) + 1) / (c_context + vocab_size)", "test_addk_prob",
-                  "you used 1 in place of k"),
-}  # fmt: skip
-BLANK = ("perplexity", "test_perplexity")  # left as handed out: "not written yet", no mistake
-
-
-def class_plan(n: int) -> dict[str, list[str]]:
-    """Which mistakes each of ``n`` students makes (``s01``: ["no_eos", ...]); "blank" leaves
-    perplexity as handed out. Every fourth student leaves out '</s>', the next pads n '<s>',
-    every third adds 1 in place of k, every fifth leaves perplexity blank."""
-    plan = {}
-    for i in range(1, n + 1):
-        made = []
-        made += ["no_eos"] if i % 4 == 0 else ["n_bos"] if i % 4 == 1 else []
-        made += ["one_for_k"] if i % 3 == 0 else []
-        made += ["blank"] if i % 5 == 0 else []
-        plan[f"s{i:02d}"] = made
-    return plan
-
-
-def mistaken(assignment: str, mistakes: list[str]):
-    """The release notebook of 01-ngrams with every part solved, but with ``mistakes``."""
-    code = grading.solution_code(assignment)
-    for name in mistakes:
-        if name == "blank":
-            del code[BLANK[0]]
-            continue
-        cell, old, new, _, _ = MISTAKES[name]
-        assert old in code[cell], (name, code[cell])  # the solution still reads as expected
-        code[cell] = code[cell].replace(old, new)
-    return grading.submission(assignment, code)
+# the demo class's mistakes, shared with autograder/grading.py demo-class (the tests' oracle)
+MISTAKES, BLANK = grading.MISTAKES, grading.BLANK
+class_plan, mistaken = grading.class_plan, grading.mistaken
 
 
 def stamp(when: str) -> str:

@@ -93,6 +93,7 @@ def test_formgrader_offline_keeps_comments_and_flags(tmp_path):
         )  # fmt: skip
     try:
         wait_for(f"{base}/api/status?token={TOKEN}", server, log)
+        check_the_student_side_is_off(base)
         with sync_playwright()() as p:
             chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
             try:
@@ -109,6 +110,22 @@ def test_formgrader_offline_keeps_comments_and_flags(tmp_path):
     text = log.read_text()
     assert "Unwritable directory" not in text, text[-3000:]
     assert "not a subdirectory of the notebook server root" not in text, text[-3000:]
+
+
+def check_the_student_side_is_off(base: str) -> None:
+    """Issue 45 §3: JupyterLab's "Assignment List" (and "Course List") called nbgrader's
+    student-side server extensions, which the course switches off, and hung. The page JupyterLab
+    serves must leave their plugins out (its config data lists the disabled plugins)."""
+    import json
+
+    with urllib.request.urlopen(f"{base}/lab?token={TOKEN}", timeout=60) as answer:
+        page = answer.read().decode()
+    data = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                     page, re.S)  # fmt: skip
+    assert data, page[:2000]
+    disabled = json.loads(data.group(1)).get("disabledExtensions", [])
+    for plugin in ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:course-list"):
+        assert plugin in disabled, disabled
 
 
 def check_the_pages(chromium, base: str, submission_id: str, root: Path) -> None:
@@ -148,8 +165,9 @@ def check_the_pages(chromium, base: str, submission_id: str, root: Path) -> None
     placeholder = box.get_attribute("placeholder") or ""
     assert "ngrams-Copy1.ipynb" in placeholder, placeholder
 
-    # "?" opens the list of keyboard shortcuts
-    page.locator(".help").click()
+    # "?" opens the list of keyboard shortcuts (issue 45: only a click on the icon did)
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("?")
     help_dialog = page.locator("#help-dialog")
     help_dialog.wait_for(state="visible")
     assert "Keyboard shortcuts" in help_dialog.inner_text()
