@@ -34,7 +34,10 @@ import nh3
 # ------------------------------------------------------------------------------ plain text
 
 TERMINAL_LIMIT = 2_000  # characters of one student text kept in a terminal line or a log
-_SHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# DEL and C1 controls, Unicode line and paragraph separators, direction embeddings, overrides and
+# isolates, lone surrogates: never shown as they are
+_UNSAFE = r"\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_SHOWN = re.compile(rf"[\x00-\x1f{_UNSAFE}]")  # on one line: every C0 control too
 
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -60,6 +63,16 @@ def for_terminal(text: Any, limit: int = TERMINAL_LIMIT) -> str:
         cut = f" ... ({len(text) - limit:,} more characters)"
         text = text[:limit]
     return _SHOWN.sub(_escape, text) + cut
+
+
+_TEXT_SHOWN = re.compile(rf"[\x00-\x08\x0b-\x1f{_UNSAFE}]")  # C0 but newline and tab
+
+
+def for_text(text: Any) -> str:
+    """``text`` as lines for a text file the instructor reads (what a student's code printed):
+    as :func:`for_terminal`, but newlines and tabs are kept and the length is not bounded (the
+    grader bounds output where it captures it)."""
+    return _TEXT_SHOWN.sub(_escape, str(text))
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

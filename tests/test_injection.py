@@ -176,17 +176,56 @@ class Watch:
         )
         return page
 
-    def look(self, page, where: str) -> None:
-        """Give handlers a moment, then read the page's marks and scan the notebook's part."""
+    def look(self, page, where: str, notebook: str = "#notebook-container") -> None:
+        """Give handlers a moment, then read the page's marks and scan the notebook's part (the
+        element ``notebook`` selects)."""
         page.wait_for_timeout(3_000)  # onerror, onload, MathJax, the payload's own retries
         marks = page.evaluate("window.PWNED || []")
         if marks:
             self.problems.append(f"{where}: payloads ran: {marks}")
         if "PWNED" in page.title():
             self.problems.append(f"{where}: title {page.title()!r}")
-        latent = page.evaluate(LATENT, page.locator("#notebook-container").first.element_handle())
+        latent = page.evaluate(LATENT, page.locator(notebook).first.element_handle())
         if latent:
             self.problems.append(f"{where}: latent script: {latent[:10]}")
+
+
+def server_refuses_writes(base: str, root: Path) -> list[str]:
+    """What the course's server let through of writes to the course (it must refuse all), and
+    whether its pages carry the course's Content-Security-Policy."""
+    import urllib.error
+    import urllib.request
+
+    problems = []
+    config = root / "autograder" / "nbgrader_config.py"
+    before = config.read_bytes()
+    body = json.dumps({"type": "file", "format": "text", "content": "import os  # appended"})
+    for method, path in [
+        ("PUT", "autograder/nbgrader_config.py"),  # the issue's attack: the config, rewritten
+        ("PUT", "autograder/new_module.py"),
+        ("PUT", f"solutions/{ASSIGNMENT}/ngrams.ipynb"),
+        ("DELETE", "autograder/course_nbgrader.py"),
+        ("PATCH", "autograder/inert.py"),
+    ]:
+        data = body.encode() if method == "PUT" else json.dumps({"path": "x.py"}).encode()
+        request = urllib.request.Request(
+            f"{base}/api/contents/{path}?token={TOKEN}", data=data, method=method
+        )
+        try:
+            with urllib.request.urlopen(request) as answer:
+                problems.append(f"{method} {path}: the server answered {answer.status}")
+        except urllib.error.HTTPError as error:
+            if error.code != 403:
+                problems.append(f"{method} {path}: {error.code}, not 403")
+    if config.read_bytes() != before or not (root / "autograder" / "course_nbgrader.py").exists():
+        problems.append("the server changed the course's configuration")
+    for page, inline in [("lab", False), ("formgrader", True)]:
+        with urllib.request.urlopen(f"{base}/{page}?token={TOKEN}") as answer:
+            policy = answer.headers.get("Content-Security-Policy", "")
+        script = next((d for d in policy.split(";") if d.strip().startswith("script-src")), "")
+        if "object-src 'none'" not in policy or ("'unsafe-inline'" in script) != inline:
+            problems.append(f"/{page}: Content-Security-Policy {policy!r}")
+    return problems
 
 
 def gradebook_state(root: Path) -> dict:
@@ -253,6 +292,7 @@ def hostile_course(root: Path) -> None:
 
 @pytest.mark.slow  # grades with the real sandbox, starts a Jupyter server and Chromium
 def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from test_browser import ARGS, CHROMIUM, sync_playwright
     from test_formgrader import wait_for
 
@@ -286,11 +326,23 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
                         f"{base}/formgrader/submissions/{before[student]['id']}/?token={TOKEN}"
                     )
                     ready = "window.formgrader && formgrader.loaded && MathJax.loaded"
-                    page.wait_for_function(ready, timeout=120_000)
+                    try:
+                        page.wait_for_function(ready, timeout=120_000)
+                    except PlaywrightTimeout:  # the page did not finish: say so, look anyway
+                        watch.problems.append(f"formgrader, {student}: the page did not load")
                     # the page still shows the student's work (the payloads' text, inert)
-                    assert page.locator("#notebook-container .cell").count() > 10
+                    cells = page.locator("#notebook-container .cell").count()
+                    if cells < 10:
+                        watch.problems.append(f"formgrader, {student}: {cells} cells shown")
                     watch.look(page, f"formgrader, {student}")
+                # the course's JupyterLab opens the same notebook without running any of it
+                lab = f"{base}/lab/tree/autograder/autograded/trudy/{ASSIGNMENT}/ngrams.ipynb"
+                page.goto(lab)
+                shown = ".jp-NotebookPanel .jp-Cell >> nth=20"
+                page.locator(shown).wait_for(timeout=180_000)  # JupyterLab runs under the CSP
+                watch.look(page, "JupyterLab, trudy", ".jp-NotebookPanel")
                 problems += watch.problems
+                problems += server_refuses_writes(base, tmp_path)
                 context.close()
             finally:
                 chromium.close()
@@ -327,5 +379,50 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
             problems += watch.problems
         finally:
             chromium.close()
+    if after != before:  # the issue's attack: the student's scores raised through formgrader's API
+        problems.append("the gradebook changed: " + json.dumps([before, after], default=str))
     assert problems == [], "\n".join(problems)
-    assert after == before, json.dumps([before, after], indent=1, default=str)
+
+
+def test_the_grader_writes_student_text_it_cannot_encode(tmp_path):
+    """§5: a lone surrogate or a control sequence in a student's text neither stops the writers
+    of the autograded notebook and of what the code printed, nor reaches the instructor's
+    terminal through the printed file; the notebook reads back as the student's text."""
+    course = classgrader.load_course(services.make_course(tmp_path, ASSIGNMENT))
+    assignment = classgrader.Assignment(ASSIGNMENT, "ngrams.ipynb", {}, nbformat.v4.new_notebook())
+    folder = tmp_path / "autograder" / "submitted" / "eve" / ASSIGNMENT
+    sub = classgrader.Submission("eve", folder, "ngrams.ipynb", b"", "c", None)
+    text = "done \udcff \x1b[2K\x1b[1A\rgraded 12/12\nsecond line\tend"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)])
+    classgrader.write_autograded(course, assignment, sub, nb)
+    written = course.folder(course.coursedir.autograded_directory, "eve", ASSIGNMENT)
+    back = nbformat.read(written / "ngrams.ipynb", as_version=4)
+    assert back.cells[0].source == text  # the JSON escape reads back as the same text
+
+    classgrader.write_output(course, assignment, sub, text)
+    printed = classgrader.printed_path(course, ASSIGNMENT, "eve").read_text(encoding="utf-8")
+    assert "\x1b" not in printed and "\r" not in printed
+    assert printed.splitlines() == [
+        "done \\udcff \\x1b[2K\\x1b[1A\\rgraded 12/12",
+        "second line\tend",
+    ]
+
+
+def test_a_file_name_of_markup_is_shown_as_text():
+    """The reasons of a file the grader could not read name the file: in the autograded notebook
+    they are text, not markup, whatever the name."""
+    import copy
+
+    from nbgrader.utils import compute_checksum  # noqa: F401 (autograded_notebook needs nbgrader)
+
+    nb = release(ASSIGNMENT)
+    assignment = classgrader.Assignment(ASSIGNMENT, "ngrams.ipynb", {}, copy.deepcopy(nb))
+    sub = classgrader.Submission("eve", Path("x"), markup.FILE_NAME, b"", "c", None)
+    result = {
+        "status": "rejected",
+        "reasons": [f"expected ngrams.ipynb, found {markup.FILE_NAME}"],
+        "parts": [],
+    }
+    shown, _ = classgrader.autograded_notebook(assignment, sub, result)
+    html = inert.markdown_html(shown.cells[0].source)
+    assert '&lt;img src="x" onerror=' in html and "<img" not in html

@@ -89,9 +89,10 @@ def _attachment(nb: nbformat.NotebookNode) -> None:
 
 
 def _metadata(nb: nbformat.NotebookNode) -> None:
-    quote = f'x" onmouseover="{probe("metadata")}" style="position:fixed;inset:0'
+    # a tag holds no comma (nbformat's schema), so its script is the short probe
+    quote = f'x" onmouseover="{short_probe("metadata")}" style="position:fixed;inset:0'
     cell = new_markdown_cell("A cell whose metadata is markup.")
-    cell.metadata["tags"] = [quote, f'<img src=x onerror="{probe("metadata")}">']
+    cell.metadata["tags"] = [quote, f'<img src=x onerror="{short_probe("metadata")}">']
     cell.metadata["nbgrader"] = {
         "grade": False,
         "solution": False,
@@ -99,16 +100,32 @@ def _metadata(nb: nbformat.NotebookNode) -> None:
         "grade_id": f'x"><img src=x onerror="{probe("metadata")}">',
         "schema_version": 3,
     }
-    cell["id"] = 'x" onfocus="alert(1)" autofocus tabindex="1'
     nb.cells.append(cell)
     nb.metadata["title"] = f"</title><script>{probe('metadata')}</script>"
     nb.metadata["language_info"] = {"name": f'python"><script>{probe("metadata")}</script>'}
 
 
+def _cell_id(nb: nbformat.NotebookNode) -> None:
+    """A cell id that is markup (nbformat allows ``[a-zA-Z0-9-_]`` only; nothing checks it before
+    nbconvert writes it into an ``id`` attribute)."""
+    cell = new_markdown_cell("A cell whose id is markup.")
+    cell["id"] = f'x" onfocus="{probe("cell-id")}" autofocus tabindex="1'
+    nb.cells.append(cell)
+
+
 def _widgets(nb: nbformat.NotebookNode) -> None:
-    state = {"state": {"x": {"model_name": f"</script><script>{probe('widget-state')}</script>"}}}
+    model = {
+        "model_name": f"</script><script>{probe('widget-state')}</script>",
+        "model_module": "@jupyter-widgets/controls",
+        "model_module_version": "2.0.0",
+        "state": {"description": f'<img src=x onerror="{probe("widget-state")}">'},
+    }
     nb.metadata["widgets"] = {
-        "application/vnd.jupyter.widget-state+json": {"version_major": 2, **state}
+        "application/vnd.jupyter.widget-state+json": {
+            "version_major": 2,
+            "version_minor": 0,
+            "state": {"x": model},
+        }
     }
     _output(
         {
@@ -308,13 +325,14 @@ PAYLOADS = [
     ),
     Payload("widget-state", "widget state and a widget view", _widgets),
     Payload("attachment", "a markdown cell's attachments", _attachment),
-    Payload("metadata", "cell and notebook metadata, a cell id", _metadata),
+    Payload("metadata", "cell and notebook metadata", _metadata),
+    Payload("cell-id", "a cell id", _cell_id),
     Payload("execution-count", "an execution count", _execution_count),
 ]
 
 # Not notebook content, set by the test where the page takes them from:
 COMMENT = f'Well done <img src=x onerror="{probe("comment")}"> [see](javascript:{probe("comment")})'
-FILE_NAME = f"<img src=x onerror={short_probe('file-name')}>.ipynb"  # a misnamed notebook
+FILE_NAME = f'<img src="x" onerror="{short_probe("file-name")}">.ipynb'  # a misnamed notebook
 EXCEPTION = f'<img src=x onerror="{probe("raised")}">'  # what a solution cell raises
 
 NAMES = [p.name for p in PAYLOADS] + ["comment", "file-name", "raised"]
