@@ -16,19 +16,31 @@ imported or saved before the check (``my_viterbi = viterbi``), a closure or a ``
 holding it, a bound method (``NGramLM.fit``). A function registered while the switch is off (a
 module re-executed by ``importlib.reload`` inside the student's function) is switched off at once.
 
-What stays open inside one process: a submission that builds a new function from a code object it
-saved before the check (``types.FunctionType(code, globals())``), that executes a copy of the
-package's source with the decorator removed, that reads the saved originals out of this module,
-or that puts the code back itself. Inside one Python process these cannot be prevented, only made
-deliberate: none of them is an honest slip. The sandboxed class grader (``autograder/sandbox.py``,
-the design's "Grading") closes them: student code runs in a separate worker that imports a copy
-of the package in which every function marked here has no body but a ``raise`` of
-:class:`ReferenceUsedError` (``autograder/student_view.py``), so no code object, source file or
-saved original of the reference exists where the student's code runs.
+Not only the marked functions. While the switch is off, *every* function of the package's
+modules that are loaded (public and private, methods, static and class methods and properties of
+their classes included) refuses the same way, found by walking the modules, so that a helper that
+is not marked (``kn_prob``, ``align``, a method of a class) answers no more than the reference,
+and a function added to a chapter is covered without anyone listing it (issue 40 section 2). Left
+working: this module, the checks (:mod:`nlpcourse.checks`, whose objects a check hands to the
+student's function, a table model or a tagger) and the worked examples
+(:mod:`nlpcourse.examples`, the data the notebooks' setup cells load; no part grades them).
+
+What stays open inside one process: functions of a module first imported or re-executed while the
+switch is off and not marked (the marked ones refuse at once, see above), closures the package made
+before the check, compiled functions (numba's), and a submission that builds a new function from a
+code object it saved before the check (``types.FunctionType(code, globals())``), that executes a
+copy of the package's source with the decorator removed, that reads the saved originals out of this
+module, or that puts the code back itself. Inside one Python process these cannot be prevented,
+only made deliberate: none of them is an honest slip. The sandboxed class grader
+(``autograder/sandbox.py``, the design's "Grading") closes them: student code runs in a separate
+worker that imports a copy of the package in which every function but those the setup cells use has
+no body but a ``raise`` of :class:`ReferenceUsedError` (``autograder/student_view.py``), so no code
+object, source file or saved original of the reference exists where the student's code runs.
 """
 
 from __future__ import annotations
 
+import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +51,11 @@ F = TypeVar("F", bound=Callable)
 _switched_off = 0  # how many nested `reference_switched_off` blocks are open
 # id(function) -> (the function, its own code, the code that refuses)
 _registry: dict[int, tuple[types.FunctionType, types.CodeType, types.CodeType]] = {}
+# the package's other functions: id -> (the function, its own code, the code that refuses)
+_package: dict[int, tuple[types.FunctionType, types.CodeType, types.CodeType]] = {}
+_found: dict[str, tuple[int, int, list[types.FunctionType]]] = {}  # module -> its functions
+_off: list[tuple[types.FunctionType, types.CodeType]] = []  # switched off now, with their code
+LEFT_WORKING = ("nlpcourse.guard", "nlpcourse.checks", "nlpcourse.examples")  # and submodules
 
 
 class ReferenceUsedError(RuntimeError):
@@ -99,19 +116,66 @@ def is_reference(func: Callable) -> bool:
     return entry is not None and entry[0] is func
 
 
+def _functions_in(value: object, module: str, depth: int = 0) -> Iterator[types.FunctionType]:
+    """The functions defined in ``module`` that ``value`` is or holds (a class's methods, its
+    static and class methods, its properties' functions, its nested classes)."""
+    if isinstance(value, types.FunctionType):
+        if value.__module__ == module:
+            yield value
+    elif isinstance(value, staticmethod | classmethod):
+        yield from _functions_in(value.__func__, module, depth)
+    elif isinstance(value, property):
+        for part in (value.fget, value.fset, value.fdel):
+            yield from _functions_in(part, module, depth)
+    elif isinstance(value, type) and value.__module__ == module and depth < 8:
+        for item in list(vars(value).values()):
+            yield from _functions_in(item, module, depth + 1)
+
+
+def package_functions() -> list[types.FunctionType]:
+    """Every function of the package's loaded modules but those of :data:`LEFT_WORKING` (a
+    module's list is found again only when the module or its names change)."""
+    functions = []
+    for name, module in list(sys.modules.items()):
+        if not (name == "nlpcourse" or name.startswith("nlpcourse.")) or module is None:
+            continue
+        if any(name == kept or name.startswith(kept + ".") for kept in LEFT_WORKING):
+            continue
+        names = vars(module)
+        known = _found.get(name)
+        if known is None or known[0] != id(module) or known[1] != len(names):
+            found = [f for value in list(names.values()) for f in _functions_in(value, name)]
+            known = _found[name] = (id(module), len(names), found)
+        functions += known[2]
+    return functions
+
+
 def _switch_off() -> None:
     for func, _, refusing in list(_registry.values()):
         func.__code__ = refusing
+    for func in package_functions():
+        if id(func) in _registry and _registry[id(func)][0] is func:
+            continue  # marked: switched off above
+        entry = _package.get(id(func))
+        if entry is None or entry[0] is not func:
+            entry = _package[id(func)] = (func, func.__code__, _refusing_code(func))
+        if func.__code__ is not entry[2]:
+            _off.append((func, func.__code__))
+            func.__code__ = entry[2]
 
 
 def _switch_on() -> None:
     for func, code, _ in list(_registry.values()):
         func.__code__ = code
+    while _off:
+        func, code = _off.pop()
+        func.__code__ = code
 
 
 @contextmanager
 def reference_switched_off() -> Iterator[None]:
-    """Inside this block, every function marked with :func:`reference` raises."""
+    """Inside this block, every function marked with :func:`reference`, and every other function
+    of the package's loaded modules but those of :data:`LEFT_WORKING`, raises."""
     global _switched_off
     if _switched_off == 0:
         _switch_off()

@@ -10,6 +10,7 @@ import functools
 import importlib
 import inspect
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -136,3 +137,74 @@ def test_a_check_gives_nothing_for_calling_the_reference():
 def test_only_plain_functions_can_be_marked():
     with pytest.raises(TypeError, match="plain functions"):
         reference(len)
+
+
+# ------------------------------------------------------------------ issue 40 §2: in one process
+
+
+def test_the_issues_four_helpers_refuse_during_a_check_and_work_after():
+    import torch
+
+    import nlpcourse.parsing
+    import nlpcourse.seq2seq
+    import nlpcourse.transformer
+
+    counts = nlpcourse.ngram.count_ngrams([["a", "b"]], 2)
+    rules = [("S", ("a",), 0.0)]
+    calls = [
+        lambda: nlpcourse.ngram.kn_prob(counts, ("a",), "b", 3),
+        lambda: nlpcourse.parsing._as_pcfg(rules),
+        lambda: nlpcourse.seq2seq.align(["a"], ["b"]),
+        lambda: nlpcourse.transformer.causal_mask_last(2, 2),
+    ]
+    pcfg = nlpcourse.parsing._as_pcfg(rules)  # made before the check: its method refuses too
+    calls.append(lambda: pcfg.log_likelihoods([["a"]]))
+    with reference_switched_off():
+        for call in calls:
+            with pytest.raises(ReferenceUsedError):
+                call()
+    assert nlpcourse.seq2seq.align(["a"], ["b"]) == [("a", "b")]
+    assert torch.equal(nlpcourse.transformer.causal_mask_last(1, 1), torch.ones(1, 1, dtype=bool))
+    assert pcfg.log_likelihoods([["a"]]).tolist() == [0.0]
+
+
+def test_a_function_added_to_a_loaded_module_is_switched_off_without_listing_it(monkeypatch):
+    module = types.ModuleType("nlpcourse.h1_new_chapter")
+    exec(  # a chapter module as a contributor adds it: no decorator, a class, a private helper
+        "def answer(x):\n    return x + 1\n\n"
+        "def _helper(x):\n    return x * 2\n\n"
+        "class Model:\n"
+        "    def predict(self, x):\n        return _helper(x)\n"
+        "    @staticmethod\n    def static(x):\n        return x\n"
+        "    @property\n    def size(self):\n        return 3\n",
+        vars(module),
+    )
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    model = module.Model()
+    calls = [lambda: module.answer(1), lambda: module._helper(1), lambda: model.predict(1)]
+    calls += [lambda: module.Model.static(1), lambda: model.size]
+    with reference_switched_off():
+        for call in calls:
+            with pytest.raises(ReferenceUsedError, match="nlpcourse.h1_new_chapter"):
+                call()
+    assert [call() for call in calls] == [2, 2, 2, 1, 3]
+
+
+def test_the_checks_and_the_worked_examples_keep_working_during_a_check():
+    from nlpcourse.checks.ngram import TableModel
+    from nlpcourse.examples import i_am_nlp
+
+    model = TableModel({(("a",), "b"): 0.5}, "a table")
+    with reference_switched_off():
+        assert model(("a",), "b") == 0.5
+        assert i_am_nlp()[0] == ["I", "am", "NLP"]
+
+
+def test_a_check_gives_nothing_for_calling_an_unmarked_helper():
+    from nlpcourse.checks.ngram import check_kn_bigram_prob
+
+    def kn_bigram_prob(bigram_counts, context, word, vocab_size, d=0.75):
+        return nlpcourse.ngram.kn_prob(bigram_counts, context, word, vocab_size, d)
+
+    with pytest.raises(CheckFailed, match="switched off"):
+        check_kn_bigram_prob(kn_bigram_prob)

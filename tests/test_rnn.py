@@ -692,9 +692,10 @@ def test_reference_refuses_during_a_check():
                 torch.zeros(4),
                 torch.zeros(4),
             )
-    # the layers themselves stay usable: they call no guarded function
-    with reference_switched_off():
+    # the layers too: every function of the package refuses during a check (issue 40 §2)
+    with reference_switched_off(), pytest.raises(ReferenceUsedError):
         rnn.LSTM(2, 3)(torch.randn(2, 1, 2))
+    rnn.LSTM(2, 3)(torch.randn(2, 1, 2))  # and works after it
 
 
 def test_the_compiled_loops_run_where_numba_can_cache_nowhere(monkeypatch):
