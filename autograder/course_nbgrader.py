@@ -458,7 +458,8 @@ class ExplainedFailure(logging.Filter):
         graded = len(self.students) - len(set(self.failed))
         line = f"autograde {assignment}: {graded} of {len(self.students)} student(s) graded"
         if self.failed:
-            line += f"; not graded (see the errors above): {', '.join(sorted(set(self.failed)))}"
+            failed = inert.for_terminal(", ".join(sorted(set(self.failed))))
+            line += f"; not graded (see the errors above): {failed}"
         return line
 
 
@@ -487,24 +488,25 @@ def file_name_check(source_directory: str = "solutions") -> Callable[..., None]:
         found = sorted(Path(p).name for p in notebooks)
         missing = [name for name in expected if name not in found]
         extra = [name for name in found if name not in expected]
+        shown = inert.for_terminal  # names a student chose reach the terminal inert (issue 40)
         if missing:
             report.explained.add(str(folder))
             logger.error(
                 "Student '%s', assignment '%s': expected %s, found %s. Rename the handed-in "
                 "file to %s (the submission's folder is %s) and run autograde again.",
-                student_id,
+                shown(student_id),
                 assignment_id,
                 " and ".join(expected),
-                " and ".join(found),
+                shown(" and ".join(found)),
                 " and ".join(missing),
-                folder,
+                shown(folder),
             )
         elif extra:
             logger.warning(
                 "Student '%s', assignment '%s': not graded, not part of the assignment: %s",
-                student_id,
+                shown(student_id),
                 assignment_id,
-                ", ".join(extra),
+                shown(", ".join(extra)),
             )
 
     return check

@@ -426,3 +426,33 @@ def test_a_file_name_of_markup_is_shown_as_text():
     shown, _ = classgrader.autograded_notebook(assignment, sub, result)
     html = inert.markdown_html(shown.cells[0].source)
     assert '&lt;img src="x" onerror=' in html and "<img" not in html
+
+
+def test_nbgrader_routes_messages_show_names_inertly(tmp_path):
+    """The course's messages on ``nbgrader autograde``'s route name a student's files and id on
+    the instructor's terminal: control sequences in them are shown as escapes."""
+    import logging
+
+    sys.path.insert(0, str(services.REPO / "autograder"))
+    import course_nbgrader
+    from traitlets.log import get_logger
+
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger = get_logger()
+    logger.addHandler(handler)
+    try:
+        check = course_nbgrader.file_name_check(str(services.REPO / "solutions"))
+        folder = tmp_path / "submitted" / "m\x1b[2K" / ASSIGNMENT
+        check(ASSIGNMENT, "m\x1b[2K", [str(folder / "evil\x1b[1A\r\udcff.ipynb")])
+    finally:
+        logger.removeHandler(handler)
+    (message,) = [m for m in seen if "expected" in m]
+    assert "\x1b" not in message and "\r" not in message and "\\x1b[1A" in message
+    report = course_nbgrader.ExplainedFailure()
+    report.students = ["m\x1b[2K"]
+    report.filter(
+        logging.makeLogRecord({"msg": "error processing assignment 'a' for student 'm\x1b[2K'"})
+    )
+    assert "\x1b" not in report.summary(ASSIGNMENT) and "m\\x1b[2K" in report.summary(ASSIGNMENT)
