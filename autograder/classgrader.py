@@ -58,7 +58,6 @@ import sys
 import tempfile
 import threading
 import time
-import unicodedata
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -71,7 +70,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from autograder import lock, postgres
-from autograder.inert import escaped, for_text
+from autograder.inert import escaped, for_terminal, for_text
 from autograder.results import (
     DEFAULT_LIMITS,
     REVIEWED,
@@ -82,11 +81,6 @@ from autograder.results import (
     SubmissionResult,
     zero_parts,
 )
-
-try:  # the one place that makes student text safe to print (issue 40), where it exists yet
-    from autograder.inert import for_terminal
-except ImportError:  # pragma: no cover
-    for_terminal = None  # type: ignore[assignment]
 
 HERE = Path(__file__).resolve().parent  # the default course folder: the one with nbgrader_config.py
 # A busy machine (a class graded beside other work) may leave a worker unanswered for longer than
@@ -281,20 +275,20 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes" if n < 2**20 else f"{n / 2**20:,.1f} MB"
 
 
-def is_odd_name(name: str) -> bool:
-    """A file name that is not UTF-8 (Python keeps such bytes as lone surrogates) or holds control
-    characters: it cannot be stored in the gradebook or printed as it is."""
-    return any(0xD800 <= ord(c) <= 0xDFFF or unicodedata.category(c) == "Cc" for c in name)
-
-
 def shown_name(name: str) -> str:
-    """``name`` as reasons, the gradebook and the terminal show it: unchanged when it is plain,
-    else with every byte that is not UTF-8 and every control character escaped (``\\xff``)."""
-    if not is_odd_name(name):
-        return name
-    text = os.fsencode(name).decode("utf-8", "backslashreplace")
-    text = "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
-    return for_terminal(text) if for_terminal is not None else text
+    """A file or folder name as reasons, the gradebook and the terminal show it: each byte that is
+    not UTF-8 (Python keeps it as a lone surrogate) written ``\\xff``, and every control character
+    and the like escaped by :func:`autograder.inert.for_terminal`; a plain name is unchanged."""
+    try:
+        name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system gave: for_terminal escapes it
+        pass
+    return for_terminal(name)
+
+
+def is_odd_name(name: str) -> bool:
+    """A name that cannot be stored in the gradebook or printed as it is (:func:`shown_name`)."""
+    return shown_name(name) != name
 
 
 def names_text(names: Sequence[str]) -> str:
