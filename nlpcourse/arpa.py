@@ -46,8 +46,7 @@ line) the same way, hashing the words from their bytes instead of one Python str
 from __future__ import annotations
 
 import ctypes
-import functools
-import operator
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -56,9 +55,10 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from nlpcourse import arpa_fast
+from nlpcourse.arpa_fast import EMPTY, EMPTY_REMAPPED, FIBONACCI, MASKS, MURMUR_M, MURMUR_R, VALUE
 from nlpcourse.lm import BOS, EOS, UNK, check_sentences
 
-LOG10_ZERO = -99.0  # the conventional log10 probability of <s>, which is never predicted
 _DIGITS = 9  # significant digits written
 Level = tuple[np.ndarray, np.ndarray, np.ndarray]  # ids (K, m), log10 p (K,), log10 b (K,)
 
@@ -111,8 +111,6 @@ def _write_section(f, names: list[str], ids: np.ndarray, logp: np.ndarray, logb)
 
 # ----------------------------------------------------------------------------- the hash table
 
-_EMPTY = np.iinfo(np.int64).min  # a free slot: no n-gram key is this negative
-_FIBONACCI = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: multiplicative hashing (Knuth, TAOCP 6.4)
 ROOM = 1.5  # home slots per key: KenLM's probing tables use 1.5 by default
 PROBE = 8  # free slots at the end of a table: a search never runs off it
 
@@ -122,7 +120,7 @@ class _Table:
     for many keys at once in a compiled loop.
 
     Open addressing with linear probing (Knuth, TAOCP 6.4), as KenLM's probing tables: a key's
-    home slot is ``key * _FIBONACCI mod 2**64`` scaled to ``homes`` (its top 32 bits times
+    home slot is ``key * FIBONACCI mod 2**64`` scaled to ``homes`` (its top 32 bits times
     ``homes``, over 2**32); a key that finds its home taken goes to the next slot, and so on, and a
     search walks the same way until it meets the key or a free slot. Instead of wrapping from the
     last slot to the first, the walk runs on into a spare tail, which always ends in
@@ -131,7 +129,7 @@ class _Table:
     not about five (Knuth); the keys placed first (the likeliest) sit at home.
 
     ``entries`` (slots,) is a structured array: the field ``key`` holds each slot's key
-    (:data:`_EMPTY` where free) and the fields ``fields`` the values the caller keeps with it (zero
+    (:data:`EMPTY` where free) and the fields ``fields`` the values the caller keeps with it (zero
     until it fills them), side by side, as KenLM's entries: a search that finds a key has its
     values in the same cache line. :meth:`__init__` leaves where each key went in ``slots``.
     """
@@ -147,7 +145,7 @@ class _Table:
         if self.homes >= 2**32:
             raise ValueError(f"a table of {len(keys):,} n-grams is too large for one order")
         keys = np.asarray(keys, dtype=np.int64)
-        table = np.full(self.homes + 2 * PROBE, _EMPTY, dtype=np.int64)  # the key in each slot
+        table = np.full(self.homes + 2 * PROBE, EMPTY, dtype=np.int64)  # the key in each slot
         if priority is None:
             table, self.slots = self._insert(table, keys)  # (K,) where each key went
         else:  # the keys looked up most often first: they get their home slot, one probe
@@ -170,8 +168,8 @@ class _Table:
         slot, todo = self.home(keys), np.arange(len(keys))  # (K,), (T,) keys not placed yet
         while len(todo):
             if slot[todo].max(initial=0) + PROBE >= len(table):  # keep PROBE free at the end
-                table = np.append(table, np.full(len(table) // 8, _EMPTY))
-            free = todo[table[slot[todo]] == _EMPTY]
+                table = np.append(table, np.full(len(table) // 8, EMPTY))
+            free = todo[table[slot[todo]] == EMPTY]
             # several keys may claim one slot; the first in ``keys`` wins (np.unique keeps it)
             _, winner = np.unique(slot[free], return_index=True)
             won = free[winner]
@@ -181,7 +179,7 @@ class _Table:
             if (table[slot[todo]] == keys[todo]).any():  # equal keys travel together
                 raise ValueError("a key is inserted twice")
             slot[todo] += 1
-        tail = np.flatnonzero(table != _EMPTY).max(initial=0) + 1 + PROBE
+        tail = np.flatnonzero(table != EMPTY).max(initial=0) + 1 + PROBE
         return table[: max(tail, self.homes + PROBE)], slots
 
     @staticmethod
@@ -198,23 +196,21 @@ class _Table:
         return self.count
 
     def home(self, keys: np.ndarray) -> np.ndarray:
-        """Home slots: the top 32 bits of ``keys * _FIBONACCI`` (64-bit arithmetic that wraps)
+        """Home slots: the top 32 bits of ``keys * FIBONACCI`` (64-bit arithmetic that wraps)
         times ``homes``, over 2**32."""
-        product = keys.astype(np.int64, copy=False).view(np.uint64) * np.uint64(_FIBONACCI)
+        product = keys.astype(np.int64, copy=False).view(np.uint64) * np.uint64(FIBONACCI)
         return ((product >> np.uint64(32)) * np.uint64(self.homes) >> np.uint64(32)).view(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The slot of each of ``keys`` (Q,), -1 for a key that is not in the table: the walk of
         :meth:`find_one` for every key, in a compiled loop
         (:func:`nlpcourse.arpa_fast.find_all`)."""
-        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
-
         return arpa_fast.find_all(self.entries, self.homes, np.asarray(keys, dtype=np.int64))
 
     def find_one(self, key: int) -> int:
         """:meth:`find` for one key, as it reads: walk from the home slot to the key or a gap."""
-        slot = (((key * _FIBONACCI) % 2**64) >> 32) * self.homes >> 32
-        while self.keys[slot] != _EMPTY:
+        slot = (((key * FIBONACCI) % 2**64) >> 32) * self.homes >> 32
+        while self.keys[slot] != EMPTY:
             if self.keys[slot] == key:
                 return slot
             slot += 1
@@ -223,23 +219,52 @@ class _Table:
 
 # ---------------------------------------------------------------------- words from their bytes
 
-_HASH_P = 0x100000001B3  # FNV's 64-bit prime: odd
-_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+_U64 = 2**64
 
 
 def word_hash(word: bytes) -> int:
-    """The 64-bit hash of a word's bytes that the reader and :meth:`ArpaLM.log10_probs_text` use,
-    written as a plain loop: cut the bytes into pieces of 8, read each piece as a little-endian
-    number ``c_j`` (the last one padded with zero bytes), and ``h = sum_j c_j P**j mod 2**64``.
-    A word of at most 8 bytes is its own number: no two such words share a hash. (The readable
-    twin of :func:`_span_hashes`, tested equal.)"""
-    pieces = [int.from_bytes(word[i : i + 8], "little") for i in range(0, len(word), 8)]
-    return sum(c * pow(_HASH_P, j, 2**64) for j, c in enumerate(pieces)) % 2**64
+    """The 64-bit hash by which the reader and :meth:`ArpaLM.log10_probs_text` know a word, as a
+    plain loop over its bytes: MurmurHash64A with seed 0, the hash KenLM gives its vocabulary
+    (Austin Appleby's, public domain), as an unsigned number; a word whose hash would be the
+    empty slot's 64 bits (:data:`~nlpcourse.arpa_fast.EMPTY`) gets
+    :data:`~nlpcourse.arpa_fast.EMPTY_REMAPPED` instead. (The readable twin of
+    :func:`nlpcourse.arpa_fast.span_hashes`, tested equal.)
+
+    The length comes first, then each whole piece of 8 bytes (read as a little-endian number),
+    mixed before it joins, then the last 1-7 bytes, and a final mix spreads every bit over all
+    64, so no relation between two words' bytes (a sum, a shift, a padding with zero bytes) makes
+    their hashes equal.
+
+    **What is left to chance.** A word is known by its hash alone, as in KenLM: a word outside a
+    vocabulary of |V| words whose hash equals a vocabulary word's reads as that word. For a hash
+    whose values spread evenly, that is a chance of about |V| / 2**64 per word read: about
+    7.7e-16 for the chapter's 14,115 words, so about one wrong word in 1.3e15 unknown words read,
+    a million words a second for 40 years. (Two vocabulary words that share a hash are refused
+    when the file is read.) Confirming every hit against the vocabulary word's bytes, measured
+    (commit after 248048c, ad hoc, best of 41 CPU times, three rounds, a loaded machine): reading
+    the Brown test split's text went from 4.2-4.6 ms to 6.3-7.1 ms, scoring it from 14.6-15.4 ms
+    to 17.2-17.8 ms (+15%), so it is not done."""
+
+    def mix(k: int) -> int:  # multiply, fold the high bits down, multiply
+        k = k * MURMUR_M % _U64
+        return (k ^ (k >> MURMUR_R)) * MURMUR_M % _U64
+
+    n = len(word)
+    h = n * MURMUR_M % _U64
+    whole = n - n % 8
+    for at in range(0, whole, 8):
+        h = (h ^ mix(int.from_bytes(word[at : at + 8], "little"))) * MURMUR_M % _U64
+    if n % 8:
+        h = (h ^ int.from_bytes(word[whole:], "little")) * MURMUR_M % _U64
+    h ^= h >> MURMUR_R
+    h = h * MURMUR_M % _U64
+    h ^= h >> MURMUR_R
+    return h if h != EMPTY % _U64 else EMPTY_REMAPPED % _U64
 
 
 def _word_spans(words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The UTF-8 bytes of ``words``, one after another, with 8 zero bytes after them (which
-    :func:`_span_hashes` may read), and the start and end (W,) of every word in them."""
+    :func:`_pieces` needs), and the start and end (W,) of every word in them."""
     encoded = [w.encode("utf-8") for w in words]
     lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))  # (W,)
     ends = np.cumsum(lengths)
@@ -247,24 +272,17 @@ def _word_spans(words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return buf, ends - lengths, ends
 
 
+def _pieces(buf: np.ndarray) -> np.ndarray:
+    """The 8 bytes from byte i on of ``buf`` at i, as little-endian numbers (a view, not a copy):
+    how the compiled readers read a word 8 bytes at a time. ``buf`` ends in 8 zero bytes that
+    belong to no word, so a word's last piece never reads past ``buf``."""
+    return np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+
+
 def _span_hashes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """:func:`word_hash` of every span ``buf[s:e]`` at once, as int64 (the same 64 bits). ``buf``
-    must hold 7 bytes after the last span. Each round reads the next 8 bytes of every word not
-    finished yet in one gather (a view of ``buf`` with a uint64 starting at every byte), keeps
-    the word's own bytes and adds ``c_j P**j``: as many rounds as the longest word has pieces."""
-    pieces = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # 8 bytes at i
-    left = ends - starts  # (W,) bytes not read yet
-    # (indexing, not np.take: take would first copy the whole strided view)
-    h = pieces[starts] & np.take(_MASKS, np.minimum(left, 8))  # (W,) the first pieces
-    todo = np.flatnonzero(left > 8)
-    power, j = 1, 1
-    while len(todo):
-        power = power * _HASH_P % 2**64
-        rest = left[todo] - 8 * j
-        piece = pieces[starts[todo] + 8 * j] & np.take(_MASKS, np.minimum(rest, 8))
-        h[todo] += piece * np.uint64(power)
-        todo, j = todo[rest > 8], j + 1
-    return h.view(np.int64)
+    """:func:`word_hash` of every span ``buf[s:e]`` at once, as int64 (the same 64 bits), in a
+    compiled loop (:func:`nlpcourse.arpa_fast.span_hashes`)."""
+    return arpa_fast.span_hashes(_pieces(buf), starts, ends)
 
 
 class _Vocabulary:
@@ -292,11 +310,18 @@ class _Vocabulary:
     def read_missing_as(self, missing: int) -> None:
         """Give a word outside the vocabulary the id ``missing``."""
         entries = self.table.entries
-        entries["id"][entries["key"] == _EMPTY] = missing
+        entries["id"][entries["key"] == EMPTY] = missing
 
     def __call__(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """The id of each word span ``buf[s:e]`` (``missing`` for a word outside)."""
-        return self.table.entries["id"][self.table.find(_span_hashes(buf, starts, ends))]
+        """The id of each word span ``buf[s:e]`` (``missing`` for a word outside; ``buf`` ends in
+        8 bytes that belong to no span)."""
+        return arpa_fast.lookup_spans(_pieces(buf), starts, ends, *self.arguments)
+
+    @property
+    def arguments(self) -> tuple[np.ndarray, int]:
+        """What :func:`nlpcourse.arpa_fast.lookup_spans` needs to know the vocabulary: the table's
+        slots and its number of home slots."""
+        return self.table.entries, self.table.homes
 
 
 class _WordIds(dict):
@@ -315,7 +340,6 @@ class _WordIds(dict):
 
 # ---------------------------------------------------------------------------------- the model
 
-VALUE = np.float32  # log10 numbers as KenLM holds them: 24 bits, about 7 significant digits
 NUMBERS = [("log10_p", VALUE), ("log10_b", VALUE)]  # an n-gram's numbers, kept beside its key
 TOP_NUMBERS = [("log10_p", VALUE)]  # the top order's: its n-grams are no one's context
 
@@ -470,32 +494,33 @@ class ArpaLM:
         else:  # a model of unigrams: no top table
             top = np.empty(0, dtype=_Table.slot_type(TOP_NUMBERS))
         homes = np.array([self.tables_[m].homes if m >= 2 else 0 for m in orders], dtype=np.int64)
-        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
-
         bos = self.index_[BOS]
         return arpa_fast.backoff_stream(stream, bos, self.base_, self.unigrams_, tables, top, homes)
 
     def _stream(self, sentences: list[list[str]]) -> np.ndarray:
         """The corpus as one id stream, each sentence as ``<s> w1 ... wk </s>``
-        (:meth:`_assemble`'s). The words are read as :meth:`log10_probs_text` reads them, from
-        their UTF-8 bytes, hashed and looked up by one compiled function, but where Python keeps
-        them, without joining them into a text first
-        (:func:`nlpcourse.arpa_fast.read_lists`). A token that has no UTF-8 form (a lone
-        surrogate) sends the corpus the readable way: each token looked up as ``index_[w]``
-        would, in one pass that runs in C (``map`` of the dictionary's look-up into
-        ``np.fromiter``). Raises ``TypeError`` if a token is not a string, and ``ValueError`` on
-        ``<s>``/``</s>`` (:func:`check_sentences` names the sentence and the token)."""
-        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
-
-        bos, eos, table = self.index_[BOS], self.index_[EOS], self.words_.table
-        stream, lengths, failed = arpa_fast.read_lists(
-            id(sentences), table.entries, table.homes, bos, eos
-        )
-        if failed == arpa_fast.LISTS_NOT_READ:
-            return stream
+        (:meth:`_assemble`'s). The tokens are joined into a text, one sentence per line, which
+        the text reader reads (:meth:`_read_text`: from their UTF-8 bytes, hashed and looked up
+        in one compiled function), as KenLM's Python module joins and splits a
+        sentence. The join is sound only where every token is a string of one or more bytes
+        above the space: where the text reader finds anything else (a token that is empty,
+        holds a space, a newline or another control character such as NUL, is ``<s>``/``</s>``,
+        or a line count that differs from the token lists'), or the join fails (a token that is
+        not a string, or has no UTF-8 form, as a lone surrogate), the corpus goes the readable
+        way: each token looked up as ``index_[w]`` would, in one pass that runs in C (``map`` of
+        the dictionary's look-up into ``np.fromiter``). Raises ``TypeError`` if a token is not a
+        string, and ``ValueError`` on ``<s>``/``</s>`` (:func:`check_sentences` names the
+        sentence and the token)."""
+        lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))  # (S,)
+        try:
+            stream, read = self._read_text("\n".join(map(" ".join, sentences)))
+            if len(read) == len(sentences) and (read == lengths).all():
+                return stream
+        except (TypeError, ValueError, UnicodeEncodeError):
+            pass
         check_sentences(sentences, "log10_probs")  # a token not a string, <s> or </s>: raises
-        flat: list[str] = functools.reduce(operator.iadd, sentences, [])  # all the words
-        words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, len(flat))
+        flat = itertools.chain.from_iterable(sentences)  # all the words
+        words = np.fromiter(map(self.index_.__getitem__, flat), np.int64, int(lengths.sum()))
         return self._assemble(words, lengths)
 
     def _read_text(self, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -504,14 +529,11 @@ class ArpaLM:
         (:func:`nlpcourse.arpa_fast.read_text`) reads its UTF-8 bytes, cuts the words, hashes each
         (:func:`word_hash`) and looks it up among the vocabulary's hashes. ``ValueError`` saying
         what is wrong with the text."""
-        from nlpcourse import arpa_fast  # numba, imported only when a corpus is scored
-
         data = text.encode("utf-8")
         buf = np.frombuffer(data + bytes(8), dtype=np.uint8)  # (N + 8,) 8 zero bytes after
-        pieces = np.ndarray((len(data) + 1,), dtype="<u8", buffer=buf, strides=(1,))  # 8 at i
-        bos, eos, table = self.index_[BOS], self.index_[EOS], self.words_.table
+        bos, eos = self.index_[BOS], self.index_[EOS]
         stream, lengths, error, at = arpa_fast.read_text(
-            buf[: len(data)], pieces, table.entries, table.homes, bos, eos
+            buf[: len(data)], _pieces(buf), *self.words_.arguments, bos, eos
         )
         if error == arpa_fast.TEXT_CONTROL:
             raise ValueError(
@@ -555,8 +577,9 @@ class ArpaLM:
         KenLM does, from the words' bytes rather than one Python string per word: one compiled
         function reads the text, cuts it into words, hashes each and looks the hashes up among the
         vocabulary's (:meth:`_read_text`).
-        As in KenLM's vocabulary, a word outside the vocabulary whose 64-bit hash equals a
-        vocabulary word's would be read as that word: a chance of about |V| / 2**64 per word.
+        As in KenLM's vocabulary, a word is known by its 64-bit hash (:func:`word_hash`, KenLM's
+        MurmurHash64A): a word outside the vocabulary whose hash equals a vocabulary word's would
+        read as that word, a chance of about |V| / 2**64 per word (:func:`word_hash` says more).
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, one sentence per line, got {type(text).__name__}")
@@ -614,7 +637,7 @@ def _numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str) -
     text = np.zeros((len(starts), width), dtype="<u8")  # (K, width) the bytes, 0 after the end
     for j in range(width):
         left = np.clip(ends - starts - 8 * j, 0, 8)  # (K,) bytes of the span in this piece
-        text[:, j] = pieces[np.minimum(starts + 8 * j, ends - 1)] & np.take(_MASKS, left)
+        text[:, j] = pieces[np.minimum(starts + 8 * j, ends - 1)] & np.take(MASKS, left)
     try:
         return text.view(f"S{8 * width}")[:, 0].astype(np.float64)
     except ValueError as err:

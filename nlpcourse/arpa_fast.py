@@ -1,17 +1,29 @@
-"""The compiled loops that score a corpus with an ARPA model (:mod:`nlpcourse.arpa`, issue 29).
+"""The compiled loops that score a corpus with an ARPA model (:mod:`nlpcourse.arpa`, issue 29),
+and the constants they use.
 
-:mod:`nlpcourse.arpa` imports this module only when a whole corpus is scored or a table searched
-at once, so that reading chapter 1's models (and grading its exercise) does not load numba.
+The constants live here, in the module whose functions numba compiles, and nowhere else:
+numba freezes a global into the machine code it keeps on disk, and it knows that machine code
+is stale only when this file changes. A constant kept in another module and changed there would
+leave the cached loops computing with the old value while the readable twins use the new one
+(``tests/test_arpa.py`` changes one in a copy of the package and checks the result moves).
+:mod:`nlpcourse.arpa` imports them from here; this module imports nothing of the package but
+:mod:`nlpcourse.compiled`.
+
+Every function here also runs as plain Python, one step at a time in a debugger, under
+``NUMBA_DISABLE_JIT=1`` (the tests run the ARPA tests that way): slots are read as
+``entries[slot]["key"]``, which numpy and numba both read, and :func:`prefetch` is then a
+function that does nothing. numpy warns there that its 64-bit multiplications wrap
+(``RuntimeWarning: overflow``): they are meant to.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from nlpcourse.arpa import _EMPTY, _FIBONACCI, _HASH_P, _MASKS, VALUE
 from nlpcourse.compiled import njit_cached
 
 # Scoring a corpus is a few loops over its bytes and tokens, compiled by numba
@@ -23,8 +35,24 @@ from nlpcourse.compiled import njit_cached
 # caches, so the loops are arranged for the processor to wait for several look-ups at once
 # (look-ups that do not depend on each other, and :func:`prefetch`).
 
-_FIBONACCI_U64 = np.uint64(_FIBONACCI)
+# ------------------------------------------------------------------------ the hash tables' keys
+
+EMPTY = np.iinfo(np.int64).min  # a free slot: no key is this (n-gram keys are >= 0, and a word
+# hash equal to it is remapped to EMPTY_REMAPPED)
+FIBONACCI = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: multiplicative hashing (Knuth, TAOCP 6.4)
+VALUE = np.float32  # log10 numbers as KenLM holds them: 24 bits, about 7 significant digits
+
+# ------------------------------------------------------------ words: MurmurHash64A of their bytes
+
+MURMUR_M = 0xC6A4A7935BD1E995  # MurmurHash64A's multiplier (Austin Appleby; KenLM hashes words
+MURMUR_R = 47  # with it, seed 0): the shift of its mixing steps
+EMPTY_REMAPPED = EMPTY + 1  # the hash a word gets if MurmurHash64A gives it EMPTY's 64 bits
+MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+_FIBONACCI_U64 = np.uint64(FIBONACCI)
 _SHIFT = np.uint64(32)
+_M = np.uint64(MURMUR_M)
+_R = np.uint64(MURMUR_R)
 
 
 AHEAD = 16  # positions ahead whose table slot is fetched before it is searched
@@ -40,8 +68,13 @@ def _ask_for(builder, pointer) -> None:
     builder.call(function, [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)])
 
 
+def _prefetch_in_python(array: np.ndarray, index: int) -> None:
+    """:func:`prefetch` where numba compiles nothing (``NUMBA_DISABLE_JIT=1``): a hint, so
+    nothing to do."""
+
+
 @intrinsic
-def prefetch(typingctx, array, index):
+def _prefetch_compiled(typingctx, array, index):
     """Ask the processor to start bringing ``array[index]`` into its caches and go on at once
     (LLVM's ``llvm.prefetch``: a hint, it reads nothing and cannot fault).
 
@@ -62,6 +95,9 @@ def prefetch(typingctx, array, index):
     return types.void(array, index), codegen
 
 
+prefetch = _prefetch_in_python if numba.config.DISABLE_JIT else _prefetch_compiled
+
+
 @njit_cached
 def home(homes: int, key: int | np.int64) -> np.int64:
     """:meth:`nlpcourse.arpa._Table.home` of one key."""
@@ -74,8 +110,8 @@ def probe(entries: np.ndarray, homes: int, key: int | np.int64) -> int:
     """:meth:`nlpcourse.arpa._Table.find_one`, compiled: the slot of ``key`` in the table whose
     slots are ``entries`` (field ``key``), or -1."""
     slot = home(homes, key)
-    while entries[slot].key != _EMPTY:
-        if entries[slot].key == key:
+    while entries[slot]["key"] != EMPTY:
+        if entries[slot]["key"] == key:
             return int(slot)
         slot += 1
     return -1
@@ -146,10 +182,10 @@ def backoff_stream(
     A, sentences = 0, 0
     for p in range(M):  # order 1: a unigram's row is its word id
         w = stream[p]
-        logp[p] = unigrams[w].log10_p  # (id -1, unknown: the last row, -inf)
+        logp[p] = unigrams[w]["log10_p"]  # (id -1, unknown: the last row, -inf)
         sentences += w == bos
         if w >= 0:
-            at[A], back[A] = p, unigrams[w].log10_b
+            at[A], back[A] = p, unigrams[w]["log10_b"]
             query[A] = key_ending_at(stream, p, 2, w, base, bos)
             A += 1
     for m in range(2, order):
@@ -164,8 +200,8 @@ def backoff_stream(
                 prefetch(slots, slot + 3)  # type: ignore[call-arg]
             row = probe(slots, homes[m], query[j]) if query[j] >= 0 else -1
             if row >= 0:  # ... unless the m-gram there is listed
-                logp[p] = slots[row].log10_p
-                at[found], back[found] = p, slots[row].log10_b  # (found <= j)
+                logp[p] = slots[row]["log10_p"]
+                at[found], back[found] = p, slots[row]["log10_b"]  # (found <= j)
                 query[found] = key_ending_at(stream, p, m + 1, row, base, bos)
                 found += 1
         A = found
@@ -180,7 +216,7 @@ def backoff_stream(
                 prefetch(top, slot + 3)  # type: ignore[call-arg]
             row = probe(top, homes[order], query[j]) if query[j] >= 0 else -1
             if row >= 0:
-                logp[p] = top[row].log10_p
+                logp[p] = top[row]["log10_p"]
     predicted = np.empty(M - sentences)  # all but the <s>
     i = 0
     for p in range(M):
@@ -190,12 +226,68 @@ def backoff_stream(
     return predicted
 
 
+# ---------------------------------------------------------------------- words, from their bytes
+
+
+@njit_cached
+def span_hashes(pieces: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """MurmurHash64A (seed 0, as KenLM's vocabulary) of every span ``starts[i]:ends[i]`` (W,) of
+    a buffer whose 8 bytes from byte i on are ``pieces[i]`` (little-endian), as int64, the empty
+    slot's 64 bits (:data:`EMPTY`) remapped to :data:`EMPTY_REMAPPED`. The readable twin is
+    :func:`nlpcourse.arpa.word_hash`, one word at a time.
+
+    The length is mixed in first; each whole piece of 8 bytes is mixed (multiply, fold the high
+    bits down, multiply) before it joins the hash, and the tail (1-7 bytes, the piece cut to
+    them) joins it as it is; a last mix (fold, multiply, fold) spreads every bit over all 64.
+    Unlike a sum of the pieces, no arithmetic relation between two words' bytes carries over to
+    their hashes. (The loop body is written here rather than in a function called per word: a
+    compiled call that takes an array costs more than the hash, measured 3-8x slower.)"""
+    out = np.empty(len(starts), dtype=np.int64)
+    for i in range(len(starts)):
+        start, end = starts[i], ends[i]
+        n = end - start
+        h = np.uint64(n) * _M
+        whole = start + (n & ~7)
+        for at in range(start, whole, 8):
+            k = pieces[at] * _M
+            k ^= k >> _R
+            h ^= k * _M
+            h *= _M
+        if n & 7:
+            h ^= pieces[whole] & MASKS[n & 7]
+            h *= _M
+        h ^= h >> _R
+        h *= _M
+        h ^= h >> _R
+        key = np.int64(h)
+        out[i] = key if key != EMPTY else EMPTY_REMAPPED
+    return out
+
+
+@njit_cached
+def lookup_spans(
+    pieces: np.ndarray, starts: np.ndarray, ends: np.ndarray, vocab: np.ndarray, vocab_homes: int
+) -> np.ndarray:
+    """The id of every word ``starts[i]:ends[i]`` (W,) of a buffer (given as its ``pieces``): its
+    hash (:func:`span_hashes`) looked up among the vocabulary's (``vocab``: the slots of a table,
+    each a hash and its word's ``id``; the last slot, read by slot -1, is free and holds the id
+    of a word outside the vocabulary). The look-ups do not depend on each other, so the
+    processor overlaps their memory reads.
+
+    A word is known by its hash alone, as in KenLM: a word outside the vocabulary whose hash
+    equals a vocabulary word's reads as that word. :func:`nlpcourse.arpa.word_hash` says how
+    likely that is, and what confirming each hit against the word's bytes cost."""
+    hashes = span_hashes(pieces, starts, ends)
+    out = np.empty(len(starts), dtype=np.int64)
+    for i in range(len(starts)):
+        out[i] = vocab[probe(vocab, vocab_homes, hashes[i])]["id"]
+    return out
+
+
 # What :func:`read_text` found wrong in a text (0: nothing), with the byte where it found it.
 TEXT_CONTROL = 1  # a tab, a carriage return or another control character
 TEXT_SPACE = 2  # two spaces in a row, or a space at the start or the end of a line
 TEXT_BOUNDARY = 3  # a word that is <s> or </s>
-
-_HASH_P_U64 = np.uint64(_HASH_P)
 
 
 @njit_cached
@@ -208,18 +300,17 @@ def read_text(
     eos: int,
 ):
     """The id stream of a text (``text``, its n UTF-8 bytes: one sentence per line, words
-    separated by one space), each sentence as ``<s> w1 ... wk </s>``: each word is hashed
-    (:func:`nlpcourse.arpa.word_hash`: its bytes in pieces of 8, ``h = sum_j c_j P**j``) and
-    looked up among the vocabulary's hashes (``vocab``: the slots of a table, each a hash and its
-    word's ``id``; the last slot, read by slot -1, is free and holds the id of a word outside the
-    vocabulary). ``pieces[i]`` is the 8 bytes from byte i on, read as a little-endian number (a
-    view of the same bytes followed by 8 zero bytes), so its lowest byte is byte i.
+    separated by one space), each sentence as ``<s> w1 ... wk </s>``, its words looked up by
+    :func:`lookup_spans` (their hashes among ``vocab``'s). ``pieces[i]`` is the 8 bytes from
+    byte i on, read as a little-endian number (a view of the same bytes followed by 8 zero
+    bytes), so its lowest byte is byte i.
 
-    Two passes: the first notes where every byte of 32 or less (a space, a newline, another
-    control character) is, without a branch (having counted them); the second reads each word
-    between two of them, 8 bytes at a time. The words' reads do not depend on each other, so the
-    processor overlaps them (a single pass that looked for each word's end as it read would wait
-    for every word before starting the next).
+    Three passes: the first notes where every byte of 32 or less (a space, a newline, another
+    control character) is, without a branch (having counted them); the second checks the
+    separators and notes where each word starts and ends; the third (:func:`lookup_spans`) reads
+    each word, 8 bytes at a time. The words' reads do not depend on each other, so the processor
+    overlaps them (a single pass that looked for each word's end as it read would wait for every
+    word before starting the next).
 
     Returns ``stream`` (M,), ``lengths`` (S,) each sentence's number of words, and an error: 0,
     or one of the ``TEXT_*`` codes and the byte where it was met."""
@@ -234,165 +325,30 @@ def read_text(
         ends[K] = i
         K += text[i] <= 32
     ends[K], K = n, K + 1
-    stream = np.empty(K + 2 * lines, dtype=np.int64)  # words <= K, plus <s> and </s> per line
+    starts = np.empty(K, dtype=np.int64)  # (W,) each word's first byte, W <= K
     lengths = np.zeros(lines, dtype=np.int64)
-    t, s, k = 0, 0, 0  # tokens written, sentences begun, words of this sentence
+    W, s = 0, 0  # words, the line
     start = 0  # the first byte after the last separator
     for j in range(K):
         end = ends[j]
         after = text[end] if end < n else 10  # (the end of the text ends a line)
         if after != 32 and after != 10:
-            return stream, lengths, TEXT_CONTROL, end
-        if k == 0 and (start == 0 or text[start - 1] == 10):
-            stream[t], t = bos, t + 1  # a line begins
-        if end > start:  # a word: its pieces, the last one cut to the word's bytes
-            h, power = np.uint64(0), np.uint64(1)
-            for at in range(start, end, 8):
-                piece = pieces[at] & _MASKS[min(end - at, 8)]
-                h, power = h + piece * power, power * _HASH_P_U64
-            word = vocab[probe(vocab, vocab_homes, np.int64(h))].id
-            if word == bos or word == eos:
-                return stream, lengths, TEXT_BOUNDARY, start
-            k += 1
-            stream[t], t = word, t + 1
-        elif k > 0 or after == 32:  # an empty word that is not an empty line
-            return stream, lengths, TEXT_SPACE, end
-        if after == 10:  # the line ends
-            stream[t], t = eos, t + 1
-            lengths[s], s, k = k, s + 1, 0
+            return ends, lengths, TEXT_CONTROL, end
+        if end > start:  # a word (its end goes where separators were read: W <= j)
+            starts[W], ends[W], W = start, end, W + 1
+            lengths[s] += 1
+        elif lengths[s] > 0 or after == 32:  # an empty word that is not an empty line
+            return ends, lengths, TEXT_SPACE, end
+        s += after == 10
         start = end + 1
-    return stream[:t], lengths, 0, 0
-
-
-# ------------------------------------------------------------- token lists, read where they lie
-#
-# Python keeps a list of token lists as objects: the outer list holds the address of each
-# sentence's list, which holds the address of each token's string, which holds its characters.
-# Joining them into one text copies every token twice before the text reader sees it, one string
-# at a time, each a wait for memory; :func:`read_lists` instead reads each token's bytes where
-# they lie, through CPython's own C API (the functions its ``str.join`` and ``dict`` use), called
-# from the compiled loop. An object is passed as its address, ``id(obj)`` (in CPython the
-# object's address in memory); the caller holds the objects, and since the loop holds the
-# interpreter's lock and runs no Python code, nothing can change or free them meanwhile.
-
-
-@intrinsic
-def list_size(typingctx, address):
-    """``PyList_Size``: the length of the Python list at ``address``."""
-
-    def codegen(context, builder, signature, args):
-        api = context.get_python_api(builder)
-        return api.list_size(builder.inttoptr(args[0], api.pyobj))
-
-    return types.intp(address), codegen
-
-
-@intrinsic
-def list_item(typingctx, address, i):
-    """``PyList_GetItem``: the address of item ``i`` (``0 <= i <`` its length) of the Python list
-    at ``address``; the list keeps the item alive."""
-
-    def codegen(context, builder, signature, args):
-        api = context.get_python_api(builder)
-        item = api.list_getitem(builder.inttoptr(args[0], api.pyobj), args[1])
-        return builder.ptrtoint(item, ir.IntType(64))
-
-    return types.int64(address, i), codegen
-
-
-@intrinsic
-def utf8_bytes(typingctx, address):
-    """``PyUnicode_AsUTF8AndSize``: the address of the UTF-8 bytes of the Python string at
-    ``address`` and their number. For a string of ASCII characters these are the string's own
-    characters; another string makes them once and keeps them. Where the object is not a string,
-    or a string with no UTF-8 form (it holds a lone surrogate), it is ``(0, -1)``, and the error
-    that the call raised is cleared."""
-
-    def codegen(context, builder, signature, args):
-        api = context.get_python_api(builder)
-        ok, data, size = api.string_as_string_and_size(builder.inttoptr(args[0], api.pyobj))
-        with builder.if_then(builder.not_(ok), likely=False):
-            api.err_clear()
-        size = builder.select(ok, size, ir.Constant(size.type, -1))
-        data = builder.ptrtoint(data, ir.IntType(64))
-        return context.make_tuple(builder, signature.return_type, [data, size])
-
-    return types.UniTuple(types.int64, 2)(address), codegen
-
-
-@intrinsic
-def load_piece(typingctx, address):
-    """The 8 bytes at ``address``, a multiple of 8, as one number (little-endian, as on every
-    processor numba compiles for)."""
-
-    def codegen(context, builder, signature, args):
-        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()), align=8)
-
-    return types.uint64(address), codegen
-
-
-@intrinsic
-def prefetch_object(typingctx, address):
-    """:func:`prefetch` of the first bytes of the Python object at ``address``."""
-
-    def codegen(context, builder, signature, args):
-        _ask_for(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
-        return context.get_dummy_value()
-
-    return types.void(address), codegen
-
-
-LISTS_NOT_READ = -1  # what read_lists returns as ``failed`` when it read every token
-
-
-@njit_cached
-def read_lists(corpus: int, vocab: np.ndarray, vocab_homes: int, bos: int, eos: int):
-    """The id stream of a list of token lists (``corpus``: its address, ``id(sentences)``; each
-    sentence a list, each token a string), each sentence as ``<s> w1 ... wk </s>``: each token's
-    UTF-8 bytes are hashed where the string keeps them (:func:`nlpcourse.arpa.word_hash`:
-    ``h = sum_j c_j P**j`` over pieces of 8 bytes) and looked up among the vocabulary's hashes,
-    as :func:`read_text` does for the words of a text.
-
-    First the address of every token's string, one list after the other; then each string is
-    read, its object asked for (:func:`prefetch_object`) :data:`AHEAD` tokens before (the
-    strings lie scattered in memory, and their reads do not depend on each other). A string's
-    bytes start at a multiple of 8 (CPython's strings and their UTF-8 forms are allocated in
-    blocks that are multiples of 8 bytes, aligned to 8), and are read 8 at a time
-    (:func:`load_piece`), the last piece cut to the word: the 8 bytes of a piece lie in the block
-    that holds its first byte.
-
-    Returns ``stream`` (M,), ``lengths`` (S,) each sentence's number of tokens, and ``failed``:
-    :data:`LISTS_NOT_READ`, or the index (among all tokens) of the first token that is not a
-    string, has no UTF-8 form, or is ``<s>`` or ``</s>`` (``stream`` then holds nothing of use)."""
-    S: int = list_size(corpus)  # type: ignore[call-arg]
-    sentences = np.empty(S, dtype=np.int64)  # (S,) the address of each sentence's list
-    lengths = np.empty(S, dtype=np.int64)  # (S,)
-    for s in range(S):
-        sentences[s] = list_item(corpus, s)
-        lengths[s] = list_size(sentences[s])
-    W = lengths.sum()
-    tokens = np.empty(W, dtype=np.int64)  # (W,) the address of each token's string
-    w = 0
-    for s in range(S):
-        for i in range(lengths[s]):
-            tokens[w], w = list_item(sentences[s], i), w + 1
-    stream = np.empty(W + 2 * S, dtype=np.int64)  # (M,)
+    words = lookup_spans(pieces, starts[:W], ends[:W], vocab, vocab_homes)
+    stream = np.empty(W + 2 * lines, dtype=np.int64)
     t, w = 0, 0
-    for s in range(S):
+    for s in range(lines):
         stream[t], t = bos, t + 1
         for _ in range(lengths[s]):
-            if w + AHEAD < W:
-                prefetch_object(tokens[w + AHEAD])  # type: ignore[call-arg]
-            data, size = utf8_bytes(tokens[w])
-            if size < 0 or data % 8 != 0:
-                return stream, lengths, w
-            h, power = np.uint64(0), np.uint64(1)
-            for at in range(0, size, 8):
-                piece = load_piece(data + at) & _MASKS[min(size - at, 8)]
-                h, power = h + piece * power, power * _HASH_P_U64
-            word = vocab[probe(vocab, vocab_homes, np.int64(h))].id
-            if word == bos or word == eos:
-                return stream, lengths, w
-            stream[t], t, w = word, t + 1, w + 1
+            if words[w] == bos or words[w] == eos:
+                return stream, lengths, TEXT_BOUNDARY, starts[w]
+            stream[t], t, w = words[w], t + 1, w + 1
         stream[t], t = eos, t + 1
-    return stream, lengths, LISTS_NOT_READ
+    return stream, lengths, 0, 0

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 EOS_ID, UNK_ID = 0, 1  # the special words come first in every vocabulary
+LOG10_ZERO = -99.0  # the log10 probability ARPA files give <s>, which is never predicted
 BENGIO_MIN_COUNT = 4  # Bengio et al. (2003): words seen 3 times or fewer become <unk>
 IGNORE_INDEX = -100  # a target that is not counted (padding); torch's cross_entropy default
 SPECIALS = (BOS, EOS, UNK)

@@ -51,16 +51,17 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nlpcourse.arpa import LOG10_ZERO, ArpaLM, Level, read_arpa, write_arpa
 from nlpcourse.guard import reference
 from nlpcourse.lm import BENGIO_MIN_COUNT as BENGIO_MIN_COUNT  # chapter 1 imports it from here
 from nlpcourse.lm import (
     BOS,
     EOS,
     EOS_ID,
+    LOG10_ZERO,
     UNK_ID,
     NotFittedError,
     build_vocab,
@@ -68,6 +69,9 @@ from nlpcourse.lm import (
     perplexity_from_nll,
 )
 from nlpcourse.lm import UNK as UNK  # tests import it from here
+
+if TYPE_CHECKING:  # the ARPA module (and numba, its compiled loops) loads only when it is used
+    from nlpcourse.arpa import ArpaLM, Level
 
 SMOOTHINGS = ("mle", "add-k", "interpolated", "absolute", "kneser-ney")
 
@@ -649,6 +653,8 @@ class NGramLM:
     def to_arpa(self, path: str | Path) -> Path:
         """Write the model as an ARPA back-off file, the format KenLM, SRILM and Kaldi read
         (:meth:`backoff_levels` written by :func:`nlpcourse.arpa.write_arpa`)."""
+        from nlpcourse.arpa import write_arpa  # loads numba: only when a file is written
+
         return write_arpa(self, path)
 
     @staticmethod
@@ -656,6 +662,8 @@ class NGramLM:
         """Read any ARPA back-off file (ours, KenLM's ``lmplz``, SRILM's) into a model with the
         same scoring interface (:class:`nlpcourse.arpa.ArpaLM`: ``prob``, ``logprob``,
         ``perplexity``, ``log10_probs``)."""
+        from nlpcourse.arpa import read_arpa  # loads numba: only when a file is read
+
         return read_arpa(path)
 
     def __repr__(self) -> str:
