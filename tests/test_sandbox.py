@@ -793,10 +793,7 @@ def test_the_restart_after_a_killed_call_is_not_charged_to_the_student():
     # issue 41 §1: after a call that had to be killed, the fresh worker runs the cells again; that
     # time was charged to the notebook (2/12 where nbgrader gives 10/12). Here the cells take
     # 6 x 2.5 s and the killed call 4 s: 19 s of 24; running three cells again would make it 26.5
-    code = slow(dict.fromkeys(NGRAM_ORDER, 2.5))
-    loop = textwrap.indent(IGNORE_AND_LOOP, "    ")
-    code["addk_prob"] += "\ndef addk_prob(*args, **kwargs):\n" + loop
-    result = grade("01-ngrams", code, Limits(call_seconds=4.0, notebook_seconds=24.0))
+    result = grade("01-ngrams", restart_row(), Limits(call_seconds=4.0, notebook_seconds=24.0))
     expected = {**max_points("01-ngrams"), "test_addk_prob": 0.0}
     assert points(result) == expected, (result.parts, result.reasons)
     assert {p.grade_id: p.status for p in result.parts}["test_addk_prob"] == "timed_out"
@@ -949,16 +946,82 @@ def test_worker_user_ids_do_not_come_from_the_process_id(monkeypatch):
     assert all(1000 < uid < 2**31 - 1 for uid in uids)
 
 
-@pytest.mark.slow  # nbgrader's route: a course copy, a kernel per notebook (a minute or two)
-def test_added_cells_and_the_course_data_score_at_least_what_nbgrader_gives(tmp_path):
+def nbgrader_points(notebook: nbformat.NotebookNode, limits: Limits) -> dict[str, float]:
+    """The points nbgrader's route gives ``notebook`` of 01-ngrams: its test cells put back from
+    the source (as nbgrader's ``OverwriteCells`` does), the whole notebook run in a Jupyter kernel
+    by the course's ``TimeLimitedExecute`` (nbgrader's ``Execute`` with the course's per-cell and
+    per-notebook limits), and each test cell's points if it raised nothing (nbgrader's rule)."""
+    sys.path.insert(0, str(REPO / "autograder"))  # course_nbgrader imports its neighbours
+    import course_nbgrader
+
+    tests = {
+        c["metadata"]["nbgrader"]["grade_id"]: c["source"]
+        for c in source("01-ngrams")["cells"]
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    }
+    nb = nbformat.reads(nbformat.writes(notebook), as_version=4)  # a copy
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in tests:
+            cell.source = "".join(tests[grade_id])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    run = course_nbgrader.TimeLimitedExecute(
+        timeout=int(limits.call_seconds), notebook_timeout=int(limits.notebook_seconds)
+    )
+    run.preprocess(nb, {"metadata": {"path": str(REPO)}})
+    maximum = max_points("01-ngrams")
+    return {
+        cell.metadata.nbgrader.grade_id: 0.0
+        if any(o.output_type == "error" for o in cell.get("outputs", []))
+        else maximum[cell.metadata.nbgrader.grade_id]
+        for cell in nb.cells
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in tests
+    }
+
+
+@pytest.mark.slow  # nbgrader's route: a Jupyter kernel per notebook
+def test_added_cells_and_the_course_data_score_at_least_what_nbgrader_gives():
     # issue 41 §2 and §3 against nbgrader's own route, part by part
     code = grading.solution_code("01-ngrams")
     code["kn_bigram_prob"] = BROWN + code["kn_bigram_prob"]
     notebooks = {"added": with_added_cells(), "brown": grading.submission("01-ngrams", code)}
-    theirs = grading.grade(tmp_path, "01-ngrams", notebooks)
     for student, notebook in notebooks.items():
+        theirs = nbgrader_points(notebook, Limits())
         ours = grade_submission(as_bytes(notebook), "ngrams.ipynb", source("01-ngrams"),
                                 assignment="01-ngrams", student=student)  # fmt: skip
         for part, earned in points(ours).items():
-            assert earned >= theirs[student][part], (student, part, ours.reasons)
-        assert sum(points(ours).values()) == theirs[student]["total"] == 12
+            assert earned >= theirs[part], (student, part, ours.reasons)
+        assert sum(points(ours).values()) == sum(theirs.values()) == 12
+
+
+def restart_row() -> dict[str, str]:
+    """The table's restart row: 6 cells of 2.5 s, and addk_prob's call loops ignoring signals."""
+    code = slow(dict.fromkeys(NGRAM_ORDER, 2.5))
+    loop = textwrap.indent(IGNORE_AND_LOOP, "    ")
+    code["addk_prob"] += "\ndef addk_prob(*args, **kwargs):\n" + loop
+    return code
+
+
+@pytest.mark.slow  # nbgrader's route on the table's rows: a course copy per pair of limits
+@pytest.mark.parametrize(
+    "limits,rows",
+    [
+        ((4, 12), ["six cells of 2.5 s", "three slow cells, then one that loops"]),
+        ((6, 18), ["four cells of 5 s (default limits / 10)"]),
+        ((4, 24), ["restart"]),
+    ],
+    ids=["4s-12s", "6s-18s", "4s-24s"],
+)
+def test_every_row_of_the_table_scores_at_least_what_nbgrader_gives(limits, rows):
+    # issue 41 §1, "Done when": each row by both routes, part by part, with the same limits
+    limits = Limits(call_seconds=limits[0], notebook_seconds=limits[1])
+    for row in rows:
+        code = ROWS[row][0] if row in ROWS else restart_row()
+        theirs = nbgrader_points(grading.submission("01-ngrams", code), limits)
+        ours = grade("01-ngrams", code, limits)
+        for part, earned in points(ours).items():
+            assert earned >= theirs[part], (row, part, theirs, ours.reasons)
