@@ -1,4 +1,6 @@
-"""Submissions that tamper with their own interpreter, fake their answers or call the reference.
+"""Submissions that tamper with their own interpreter, fake their answers or call the reference,
+call a helper of the package that is not marked as the reference (issue 40 §2), or write floods
+of pickle opcodes to the worker's pipe themselves (issue 40 §3).
 
 In a student's kernel (and under ``nbgrader autograde``) the test cells run in the interpreter the
 submission has tampered with, so several of these pass there (``plain=()``: the attack works in a
@@ -8,7 +10,7 @@ interpreter is the worker's, and the reference there refuses whatever way it is 
 
 from __future__ import annotations
 
-from . import ALL, GRADED, SAME, Kind
+from . import ALL, FLAGGED, GRADED, SAME, Kind
 from .notebooks import maker, replaced, wrapped
 
 NG, HMM = "01-ngrams", "02-hmm"
@@ -224,6 +226,29 @@ return nlpcourse.hmm.tagging_accuracy(*args, **kwargs)
 """
 
 
+# Issue 40 §2: a part whose body only calls a function of the package that is not marked
+# @reference (kn_prob computes Kneser-Ney of any order) earned 3/3 by both routes.
+CALL_UNMARKED = """
+from nlpcourse.ngram import kn_prob
+
+return kn_prob(*args, **kwargs)
+"""
+
+# Issue 40 §3: a message written to the pipe by the student's code, of pickle opcodes that the old
+# grader's unpickler charged nothing for (MEMOIZE: 11.4 MiB grew the grader by 1,335 MiB; DUP and
+# POP: 1.36 s per 7.6 MiB). The grader reads no pickle from a worker now: the part ends, flagged.
+PIPE_FLOOD = """
+import os
+import struct
+import sys
+import time
+
+data = b"\\x80\\x04]" + {ops!r} * {n} + b"."
+os.write(sys.modules["__main__"].PIPE.fd_out, struct.pack(">Q", len(data)) + data)
+time.sleep(30)
+"""
+
+
 def source_bypass(target) -> dict[str, str]:
     path = str(target.repo / "nlpcourse" / "hmm.py")
     return {
@@ -349,5 +374,31 @@ KINDS = [
         maker(HMM, {"tagging_accuracy": replaced(HMM, "tagging_accuracy", RESTORE_ORIGINALS)}),
         broken=("tagging_accuracy",),
         plain=(),
+    ),
+    Kind(
+        "calls-unmarked-helper",
+        NG,
+        "kn_bigram_prob calls nlpcourse.ngram.kn_prob, a helper not marked @reference",
+        maker(NG, {"kn_bigram_prob": replaced(NG, "kn_bigram_prob", CALL_UNMARKED)}),
+        broken=("kn_bigram_prob",),
+        plain=SAME,
+    ),
+    Kind(
+        "pipe-memoize-flood",
+        NG,
+        "mle_prob writes 8 MiB of pickle MEMOIZE opcodes to the worker's pipe as its answer",
+        maker(NG, {"mle_prob": replaced(NG, "mle_prob", PIPE_FLOOD.format(ops=b"\x94", n=2**23))}),
+        broken=("mle_prob",),
+        statuses=FLAGGED,
+        plain=SAME,
+    ),
+    Kind(
+        "pipe-dup-pop-flood",
+        HMM,
+        "forward writes 8 MiB of pickle DUP and POP opcodes to the worker's pipe as its answer",
+        maker(HMM, {"forward": replaced(HMM, "forward", PIPE_FLOOD.format(ops=b"20", n=2**22))}),
+        broken=("forward",),
+        statuses=FLAGGED,
+        plain=SAME,
     ),
 ]
