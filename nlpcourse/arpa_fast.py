@@ -95,7 +95,8 @@ def _prefetch_compiled(typingctx, array, index):
     return types.void(array, index), codegen
 
 
-prefetch = _prefetch_in_python if numba.config.DISABLE_JIT else _prefetch_compiled
+_PLAIN_PYTHON = numba.config.DISABLE_JIT  # type: ignore[attr-defined]
+prefetch = _prefetch_in_python if _PLAIN_PYTHON else _prefetch_compiled
 
 
 @njit_cached

@@ -16,18 +16,12 @@ from collections.abc import Callable
 import numba
 
 
-def njit_cached(function: Callable | None = None, *, inline: bool = False) -> Callable:
+def njit_cached(function: Callable) -> Callable:
     """``numba.njit(cache=True)(function)``, or ``numba.njit(function)`` where numba has no
-    writable folder to cache it in. ``inline=True`` has numba paste the function's body into
-    each compiled caller (``inline="always"``): a small function called once per word or token
-    whose arguments include an array (measured 3-8x slower per call when called, for the word
-    hash). Used as ``@njit_cached`` or ``@njit_cached(inline=True)``."""
-    if function is None:
-        return lambda f: njit_cached(f, inline=inline)
-    options = {"inline": "always"} if inline else {}
+    writable folder to cache it in."""
     try:
-        return numba.njit(cache=True, **options)(function)
+        return numba.njit(cache=True)(function)
     except RuntimeError as err:  # "cannot cache function ...: no locator available ..."
         if "cannot cache" not in str(err):
             raise
-        return numba.njit(**options)(function)
+        return numba.njit(function)

@@ -310,7 +310,8 @@ def test_the_empty_slot_pattern_is_never_a_word_hash(monkeypatch):
     assert arpa.word_hash(word) == arpa.EMPTY_REMAPPED % 2**64
     pieces = arpa._pieces(np.frombuffer(word + bytes(8), dtype=np.uint8))
     span = np.array([0]), np.array([len(word)])
-    assert arpa_fast.span_hashes.py_func(pieces, *span).tolist() == [arpa.EMPTY_REMAPPED]
+    as_python = getattr(arpa_fast.span_hashes, "py_func", arpa_fast.span_hashes)  # not compiled
+    assert as_python(pieces, *span).tolist() == [arpa.EMPTY_REMAPPED]
 
 
 WORD_LETTERS = "ab\x00 \t\né中😀~1"
@@ -634,3 +635,63 @@ def test_a_file_without_unk_at_every_order_equals_the_readable_recursion(tmp_pat
     np.testing.assert_allclose(lm.log10_probs(sentences), loop, rtol=1e-12)
     text = "\n".join(" ".join(s) for s in sentences)
     np.testing.assert_allclose(lm.log10_probs_text(text), loop, rtol=1e-12)
+
+
+# ------------------------------------------------------- compiled code: fresh, readable as Python
+
+REPO = Path(__file__).resolve().parent.parent
+HASH_OF_A_WORD = """
+import numpy as np
+from nlpcourse.arpa import _span_hashes, _word_spans, word_hash
+buf, starts, ends = _word_spans(["extraordinary"])
+print(int(_span_hashes(buf, starts, ends).view(np.uint64)[0]), word_hash(b"extraordinary"))
+"""
+
+
+def test_a_changed_constant_reaches_the_cached_compiled_code(tmp_path):
+    """numba keeps compiled code on disk and knows it is stale only when the file of the compiled
+    function changes; it freezes the globals it uses. So the constants of the compiled loops live
+    in arpa_fast.py: in a copy of the package whose loops have been compiled and cached, changing
+    the hash's multiplier there changes the compiled hash as it changes the readable one (the
+    issue's case: a constant in arpa.py changed, and the cached loops kept the old value)."""
+    shutil.copytree(
+        REPO / "nlpcourse", tmp_path / "nlpcourse", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT", "NUMBA_CACHE_DIR")}
+    env["PYTHONPATH"] = str(tmp_path)
+
+    def hashes() -> list[int]:
+        out = subprocess.run(
+            [sys.executable, "-c", HASH_OF_A_WORD],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return [int(x) for x in out.stdout.split()]
+
+    before = hashes()
+    assert list((tmp_path / "nlpcourse" / "__pycache__").glob("arpa_fast.span_hashes*.nbi"))
+    source = tmp_path / "nlpcourse" / "arpa_fast.py"
+    text = source.read_text()
+    assert text.count("MURMUR_M = 0xC6A4A7935BD1E995") == 1
+    source.write_text(
+        text.replace("MURMUR_M = 0xC6A4A7935BD1E995", "MURMUR_M = 0x9E3779B97F4A7C15")
+    )
+    after = hashes()
+    assert before[0] == before[1] and after[0] == after[1]
+    assert after != before
+
+
+@pytest.mark.slow
+def test_the_arpa_tests_pass_as_plain_python():
+    """With ``NUMBA_DISABLE_JIT=1`` numba compiles nothing and every compiled function runs as the
+    Python it is written in, so a reader can step through it: this file's tests (but the corpus
+    ones, minutes as Python) pass that way too."""
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+               "-m", "not corpus and not slow", "-W", "ignore::RuntimeWarning"]  # fmt: skip
+    out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert re.search(r"\d+ passed", out.stdout)
