@@ -55,6 +55,10 @@ _registry: dict[int, tuple[types.FunctionType, types.CodeType, types.CodeType]] 
 _package: dict[int, tuple[types.FunctionType, types.CodeType, types.CodeType]] = {}
 _found: dict[str, tuple[int, int, list[types.FunctionType]]] = {}  # module -> its functions
 _off: list[tuple[types.FunctionType, types.CodeType]] = []  # switched off now, with their code
+_modules_key = -1  # len(sys.modules) when the package's modules were last listed
+_modules: list[tuple[str, types.ModuleType]] = []  # the modules listed then
+_plan_key: list[tuple[int, int]] = []  # the modules (id, number of names) the plan was made for
+_plan_list: list[tuple[types.FunctionType, types.CodeType]] = []
 LEFT_WORKING = ("nlpcourse.guard", "nlpcourse.checks", "nlpcourse.examples")  # and submodules
 
 
@@ -132,15 +136,27 @@ def _functions_in(value: object, module: str, depth: int = 0) -> Iterator[types.
             yield from _functions_in(item, module, depth + 1)
 
 
+def _package_modules() -> list[tuple[str, types.ModuleType]]:
+    """The package's loaded modules but those of :data:`LEFT_WORKING` (looked for again only
+    when the number of loaded modules changes)."""
+    global _modules_key, _modules
+    if _modules_key != len(sys.modules):
+        _modules = [
+            (name, module)
+            for name, module in list(sys.modules.items())
+            if (name == "nlpcourse" or name.startswith("nlpcourse."))
+            and isinstance(module, types.ModuleType)
+            and not any(name == kept or name.startswith(kept + ".") for kept in LEFT_WORKING)
+        ]
+        _modules_key = len(sys.modules)
+    return _modules
+
+
 def package_functions() -> list[types.FunctionType]:
     """Every function of the package's loaded modules but those of :data:`LEFT_WORKING` (a
     module's list is found again only when the module or its names change)."""
     functions = []
-    for name, module in list(sys.modules.items()):
-        if not (name == "nlpcourse" or name.startswith("nlpcourse.")) or module is None:
-            continue
-        if any(name == kept or name.startswith(kept + ".") for kept in LEFT_WORKING):
-            continue
+    for name, module in _package_modules():
         names = vars(module)
         known = _found.get(name)
         if known is None or known[0] != id(module) or known[1] != len(names):
@@ -150,18 +166,32 @@ def package_functions() -> list[types.FunctionType]:
     return functions
 
 
+def _plan() -> list[tuple[types.FunctionType, types.CodeType]]:
+    """Each function to switch off besides the marked ones, with the code that refuses (made once
+    per function; the list is made again only when the modules or their names change)."""
+    global _plan_key, _plan_list
+    key = [(id(module), len(vars(module))) for _, module in _package_modules()]
+    if key != _plan_key:
+        plan = []
+        for func in package_functions():
+            if is_reference(func):
+                continue  # marked: switched off with the registry
+            entry = _package.get(id(func))
+            if entry is None or entry[0] is not func:
+                entry = _package[id(func)] = (func, func.__code__, _refusing_code(func))
+            plan.append((func, entry[2]))
+        _plan_key, _plan_list = key, plan
+    return _plan_list
+
+
 def _switch_off() -> None:
     for func, _, refusing in list(_registry.values()):
         func.__code__ = refusing
-    for func in package_functions():
-        if id(func) in _registry and _registry[id(func)][0] is func:
-            continue  # marked: switched off above
-        entry = _package.get(id(func))
-        if entry is None or entry[0] is not func:
-            entry = _package[id(func)] = (func, func.__code__, _refusing_code(func))
-        if func.__code__ is not entry[2]:
-            _off.append((func, func.__code__))
-            func.__code__ = entry[2]
+    for func, refusing in _plan():
+        code = func.__code__
+        if code is not refusing:
+            _off.append((func, code))
+            func.__code__ = refusing
 
 
 def _switch_on() -> None:
