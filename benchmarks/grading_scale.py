@@ -1,0 +1,342 @@
+"""Benchmark: the class grader on classes of 50, 200 and 500 submissions (issue 41 §5).
+
+One seeded class of ``01-ngrams`` submissions of the size asked, the mix an instructor of a large
+class sees: full marks, partial work, honest mistakes, blank notebooks, slow but right work (a
+cell that takes :data:`SLOW_SECONDS`, half the call limit the run is given), broken files
+(cut-off JSON, an empty file, Latin-1 bytes, a second notebook under another name) and a few
+hostile ones (a function that loops forever, a memory bomb, a read of the hidden tests, a
+notebook of 100,000 tiny cells, a sparse ``timestamp.txt`` of a gigabyte, one that links
+elsewhere, a notebook whose name is not UTF-8). The first ``n`` students of it are graded, for
+each ``n`` asked, each in a course of its own, by ``python -m autograder grade --no-feedback``:
+
+* on a ``LocalCluster`` of ``--workers`` processes (the grader's default);
+* through a real ``dask scheduler`` and two ``dask worker --nthreads 1`` processes started as the
+  README says (the repository on ``PYTHONPATH``), all on 127.0.0.1, started once for all sizes.
+
+For each run it prints the wall time, the throughput, and the coordinator's peak memory (the
+``python -m autograder grade`` process's own peak resident set, ``ru_maxrss``, read as it exits:
+with a ``LocalCluster`` the scheduler runs in it too; the workers are processes of their own).
+
+``nbgrader autograde`` (the course's configuration) grades a sample of the same class: its first
+``--nbgrader-sample`` honest students (hostile and broken files are left out: a looping function
+holds nbgrader for its whole notebook timeout, and a broken file stops its run), which makes
+nbgrader's time per submission an underestimate and the ratio a conservative one. Its time per
+submission is extrapolated to each class size. The script asserts that no honest student of the
+sample scores below nbgrader's score, part by part.
+
+Goals (issue 41 §5): the coordinator's peak memory within 1.2 times from 50 to 500 submissions;
+throughput at least 4 times nbgrader's; no honest submission below nbgrader's score on any part.
+
+Run:  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/grading_scale.py [--sizes 50 200 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+import nbformat  # noqa: E402
+
+from autograder import grading  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "grading_benchmark", Path(__file__).with_name("grading.py")
+)
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)  # the class and course makers of benchmarks/grading.py
+
+ASSIGNMENT, NOTEBOOK = bench.ASSIGNMENT, bench.NOTEBOOK
+# The limits of every run: small enough that a hostile submission costs seconds, not minutes.
+LIMITS = ["--call-seconds", "6", "--notebook-seconds", "30"]
+SLOW_SECONDS = 3.0  # the cell of a slow student takes half the call limit
+# One period of the class: 50 students, repeated. Honest kinds first (nbgrader's sample).
+HONEST = ["full"] * 20 + ["partial"] * 8 + ["mistake"] * 6 + ["blank"] * 4 + ["slow"] * 2
+BROKEN = ["cut-json", "empty", "latin-1", "two-notebooks"]
+HOSTILE = ["memory", "hidden-tests"]  # in every period
+ONCE = ["loop", "many-cells", "sparse-stamp", "linked-stamp", "odd-name"]  # once in a class
+PERIOD = HONEST + BROKEN + HOSTILE + ["full"] * 4  # 50
+ONCE_AT = (0, 46, 47, 48, 49)  # ONCE's students take the place of these (all "full")
+STAMP = "2026-11-20 12:00:00.000000 UTC\n"
+DASK = str(Path(sys.executable).parent / "dask")
+# The coordinator, run so that it reports its own peak resident set (kB) as it exits.
+MEASURED = (
+    "import atexit, resource, runpy, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(out, 'w').write(\n"
+    "    str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    "runpy.run_module('autograder', run_name='__main__')\n"
+)
+
+
+def first_body_line(code: str) -> int:
+    """The index of the line after a function's docstring."""
+    lines = code.splitlines()
+    return next(i for i, line in enumerate(lines) if line.rstrip().endswith('"""')) + 1
+
+
+def with_body(code: str, body: str) -> str:
+    """The function of a solution cell with ``body`` at the start of its body."""
+    lines = code.splitlines(keepends=True)
+    end = first_body_line(code)
+    return "".join(lines[:end]) + body + "".join(lines[end:])
+
+
+def student_files(kind: str, i: int, code: dict[str, str], rng_parts: list[str]) -> dict:
+    """``{file name: bytes}`` a student of ``kind`` hands in (``timestamp.txt`` as ``None`` when
+    the caller makes it specially)."""
+    parts = list(code)
+    if kind == "full":
+        filled = dict(code)
+    elif kind == "partial":
+        filled = {p: code[p] for p in rng_parts}
+    elif kind == "mistake":
+        part = list(bench.MISTAKES)[i % len(bench.MISTAKES)]
+        filled = {**code, part: bench.wrong(code, part)}
+    elif kind == "blank":
+        filled = {}
+    elif kind == "slow":  # a cell that takes half the call limit to run
+        pause = f"\nimport time\ntime.sleep({SLOW_SECONDS})\n"
+        filled = {**code, parts[0]: code[parts[0]] + pause}
+    elif kind == "loop":
+        filled = {**code, parts[0]: with_body(code[parts[0]], "    while True:\n        pass\n")}
+    elif kind == "memory":
+        filled = {**code, parts[0]: code[parts[0]] + "\n_hog = bytearray(8 * 2**30)\n"}
+    elif kind == "hidden-tests":
+        steal = f"    open({str(REPO / 'solutions' / ASSIGNMENT / NOTEBOOK)!r}).read()\n"
+        filled = {**code, parts[0]: with_body(code[parts[0]], steal)}
+    else:
+        filled = dict(code)
+    nb = grading.submission(ASSIGNMENT, filled)
+    nb.metadata["student_number"] = i  # every file its own bytes
+    if kind == "latin-1":  # saved as Latin-1: the "é" is the byte 0xE9, not UTF-8
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell("café"))
+    data = json.dumps(nb, ensure_ascii=False).encode(
+        "latin-1" if kind == "latin-1" else "utf-8", "replace"
+    )
+    files: dict[str, bytes | None] = {NOTEBOOK: data, "timestamp.txt": STAMP.encode()}
+    if kind == "cut-json":
+        files[NOTEBOOK] = data[: len(data) // 2]
+    elif kind == "empty":
+        files[NOTEBOOK] = b""
+    elif kind == "two-notebooks":
+        files[NOTEBOOK.replace(".ipynb", "-Copy1.ipynb")] = data
+        files["ngrams (1).ipynb"] = files.pop(NOTEBOOK)
+    elif kind == "many-cells":
+        raw = json.loads(data)
+        tiny = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
+        raw["cells"] += [dict(tiny, id=f"c{j}", source="x = 1") for j in range(100_000)]
+        files[NOTEBOOK] = json.dumps(raw).encode()
+    elif kind in ("sparse-stamp", "linked-stamp"):
+        files["timestamp.txt"] = None
+    elif kind == "odd-name":
+        files[os.fsdecode(b"ngrams \xff\x1b[31m.ipynb")] = files.pop(NOTEBOOK)
+    return files
+
+
+def make_class(n: int) -> list[tuple[str, str]]:
+    """``(student, kind)`` of the first ``n`` students: :data:`PERIOD` repeated, with each kind
+    of :data:`ONCE` once, in the first period."""
+    kinds = [PERIOD[i % len(PERIOD)] for i in range(n)]
+    for at, kind in zip(ONCE_AT, ONCE, strict=True):
+        if at < n:
+            kinds[at] = kind
+    return [(f"s{i:03d}-{kind}", kind) for i, kind in enumerate(kinds)]
+
+
+def hand_in(root: Path, students: list[tuple[str, str]]) -> None:
+    """The course at ``root`` (benchmarks/grading.py's) with every student's files."""
+    import random
+
+    bench.make_course(root, {})
+    code = grading.solution_code(ASSIGNMENT)
+    rng = random.Random(0)
+    for i, (student, kind) in enumerate(students):
+        folder = root / "autograder" / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        some = rng.sample(list(code), rng.randint(1, len(code) - 1))
+        for name, data in student_files(kind, i, code, some).items():
+            if data is not None:
+                (folder / name).write_bytes(data)
+        if kind == "sparse-stamp":
+            with open(folder / "timestamp.txt", "wb") as f:
+                f.truncate(2**30)
+        elif kind == "linked-stamp":
+            (folder / "timestamp.txt").symlink_to(REPO / "README.md")
+
+
+def grade(root: Path, where: list[str]) -> dict:
+    """Run the class grader on the course at ``root``: wall seconds, its peak memory (MB) and
+    its printed summary."""
+    peak = root / "coordinator-maxrss.txt"
+    command = [sys.executable, "-c", MEASURED, str(peak), "grade", ASSIGNMENT, "--quiet"]
+    command += ["--course", str(root / "autograder"), "--no-feedback", *LIMITS, *where]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    began = time.perf_counter()
+    out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if out.returncode != 0:
+        raise RuntimeError(f"the grader failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return {"wall": wall, "peak_mb": int(peak.read_text()) / 1024, "printed": out.stdout}
+
+
+def scores(root: Path) -> dict[str, dict[str, float]]:
+    return bench.gradebook_scores(root)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_cluster(logs: Path) -> tuple[str, list[subprocess.Popen]]:
+    """``dask scheduler`` and two ``dask worker --nthreads 1``, as the README starts them."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    commands = [[DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                 "--dashboard-address", ":0"]]  # fmt: skip
+    commands += [[DASK, "worker", address, "--nthreads", "1", "--name", f"w{n}",
+                  "--dashboard-address", ":0"] for n in range(2)]  # fmt: skip
+    processes = []
+    for k, command in enumerate(commands):
+        with open(logs / f"cluster-{k}.log", "w") as log:
+            processes.append(
+                subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+            )  # fmt: skip
+        if k == 0:
+            time.sleep(3)
+    from distributed import Client
+
+    with Client(address, timeout="120s") as client:
+        client.wait_for_workers(2, timeout=300)
+    return address, processes
+
+
+def stop_cluster(processes: list[subprocess.Popen]) -> None:
+    for process in reversed(processes):
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def summary_line(printed: str) -> str:
+    return next((line.strip() for line in printed.splitlines() if "time:" in line), "")
+
+
+def nbgrader_sample(tmp: Path, n: int, count: int, workers: int) -> float:
+    """``nbgrader autograde``'s seconds per submission on the first ``count`` honest students of
+    the class of ``n``; the class grader grades the same files, and no part of theirs may score
+    below nbgrader's."""
+    sample = [(s, k) for s, k in make_class(n) if k in HONEST][:count]
+    plain, ours = tmp / "nbgrader", tmp / "ours-sample"
+    hand_in(plain, sample)
+    hand_in(ours, sample)
+    grading.run_nbgrader("generate_assignment", ASSIGNMENT, "--force", root=plain)
+    began = time.perf_counter()
+    grading.run_nbgrader("autograde", ASSIGNMENT, root=plain)
+    nb_wall = time.perf_counter() - began
+    ours_run = grade(ours, ["--workers", str(workers)])
+    theirs, mine = scores(plain), scores(ours)
+    below = {
+        student: {g: (mine[student].get(g), theirs[student][g]) for g in theirs[student]
+                  if mine[student].get(g, 0.0) < theirs[student][g]}
+        for student in theirs
+    }  # fmt: skip
+    below = {s: parts for s, parts in below.items() if parts}
+    print(
+        f"nbgrader autograde: {len(sample)} honest submissions in {nb_wall:.1f} s "
+        f"({nb_wall / len(sample):.2f} s each); the class grader on the same files: "
+        f"{ours_run['wall']:.1f} s; honest parts below nbgrader's: {below or 'none'}",
+        flush=True,
+    )
+    assert not below, below
+    return nb_wall / len(sample)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 500])
+    parser.add_argument("--workers", type=int, default=2, help="LocalCluster processes")
+    parser.add_argument("--nbgrader-sample", type=int, default=len(HONEST))
+    parser.add_argument("--routes", nargs="+", default=["local", "scheduler"])
+    parser.add_argument(
+        "--nbgrader-each", type=float, help="nbgrader's seconds per submission, from an earlier run"
+    )
+    args = parser.parse_args()
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    tmp = Path(tempfile.mkdtemp(prefix="grading-scale-"))
+    print(
+        f"load at the start: {os.getloadavg()}; {os.cpu_count()} cores; limits {' '.join(LIMITS)}"
+    )
+    rows = []
+    try:
+        if args.nbgrader_each is not None:
+            per_nb = args.nbgrader_each
+            print(f"nbgrader autograde: {per_nb:.2f} s each, as given (--nbgrader-each)")
+        else:
+            per_nb = nbgrader_sample(tmp, max(args.sizes), args.nbgrader_sample, args.workers)
+
+        routes = {"local": ["--workers", str(args.workers)]}
+        processes: list[subprocess.Popen] = []
+        if "scheduler" in args.routes:
+            address, processes = start_cluster(tmp)
+            routes["scheduler"] = ["--scheduler", address]
+        try:
+            for route in args.routes:
+                for n in args.sizes:
+                    root = tmp / f"{route}-{n}"
+                    students = make_class(n)
+                    hand_in(root, students)
+                    load = os.getloadavg()[0]
+                    run = grade(root, routes[route])
+                    shutil.rmtree(root / "autograder" / "submitted", ignore_errors=True)
+                    row = (route, n, run["wall"], 60 * n / run["wall"], run["peak_mb"],
+                           per_nb * n / run["wall"], load, os.getloadavg()[0])  # fmt: skip
+                    rows.append(row)
+                    print(
+                        f"{route:9s} n={n:4d} wall {run['wall']:7.1f} s, "
+                        f"{row[3]:6.1f} per minute, coordinator peak {row[4]:6.1f} MB, "
+                        f"ratio to nbgrader {row[5]:.2f} (load {load:.1f} -> {row[7]:.1f}); "
+                        + summary_line(run["printed"]),
+                        flush=True,
+                    )
+        finally:
+            stop_cluster(processes)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print("| route | submissions | wall s | per minute | coordinator peak MB | ratio to nbgrader "
+          "(extrapolated) | load before → after |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for route, n, wall, rate, peak, ratio, before, after in rows:
+        print(f"| {route} | {n} | {wall:.1f} | {rate:.1f} | {peak:.0f} | {ratio:.2f} | "
+              f"{before:.1f} → {after:.1f} |")  # fmt: skip
+    for route in args.routes:
+        peaks = {n: peak for r, n, _, _, peak, *_ in rows if r == route}
+        if len(peaks) > 1:
+            small, large = peaks[min(peaks)], peaks[max(peaks)]
+            print(f"{route}: coordinator peak {max(peaks)} / {min(peaks)} submissions: "
+                  f"{large / small:.2f}x (goal at most 1.2)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
