@@ -138,3 +138,94 @@ def test_the_near_misses_find_their_cases():
             keys = [_key(pickle.dumps(c.args)) for c in run["cases"]]
             again = [_key(pickle.dumps(pickle.loads(pickle.dumps(c.args)))) for c in run["cases"]]
             assert again == keys, name
+
+
+# ------------------------------------------------ issue 42's table: each gets its own name now
+
+
+def _kn(bigram_counts, context, word, vocab_size, d, types_as_v=False, lambda_before=False):
+    """Interpolated Kneser-Ney as a student writes it, with one of two mistakes."""
+    (v,) = context
+    types = {key for key, c in bigram_counts.items() if c > 0}
+    before = len([1 for _, w in types if w == word])
+    n_words = vocab_size if types_as_v else len({w for _, w in types})
+    lower = max(before - d, 0) / len(types) + d * n_words / len(types) / vocab_size
+    c_v = sum(c for (u, _), c in bigram_counts.items() if u == v)
+    if c_v == 0:
+        return lower
+    n_v = len([1 for u, w in types if (w if lambda_before else u) == v])
+    return max(bigram_counts.get((v, word), 0) - d, 0) / c_v + d * n_v / c_v * lower
+
+
+def _tables_per_word(sentences, tags, words, k):
+    """addk_tables with the emissions normalised per word, P(tag | word)."""
+    N, V = len(tags), len(words)
+    start, trans, emit = np.zeros(N), np.zeros((N, N)), np.zeros((V, N))
+    for s in sentences:
+        if not s:
+            continue
+        ids = [tags.index(t) for _, t in s]
+        start[ids[0]] += 1
+        for a, b in zip(ids, ids[1:], strict=False):
+            trans[a, b] += 1
+        for w, t in s:
+            emit[words.index(w), tags.index(t)] += 1
+    return (
+        np.log((start + k) / (start.sum() + k * N)),
+        np.log((trans + k) / (trans.sum(axis=1, keepdims=True) + k * N)),
+        np.log((emit + k) / (emit.sum(axis=1, keepdims=True) + k * N)),
+    )
+
+
+def _attention_dv(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / v.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -float("inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def _beam_ended_only(step, state, K, L, alpha):
+    """A beam search that picks the answer among the ended hypotheses alone."""
+    live, ended = [(0.0, (), state)], []
+    for _ in range(L):
+        candidates = [(s, ys, None, True) for s, ys in ended]
+        for s, ys, st in live:
+            logp, st2 = step(ys[-1] if ys else 1, st)
+            candidates += [(s + lp, (*ys, v), st2, v == 2)
+                           for v, lp in enumerate(logp.tolist()) if lp > -float("inf")]  # fmt: skip
+        kept = sorted(candidates, key=lambda c: -c[0])[:K]
+        ended = [(c[0], c[1]) for c in kept if c[3]]
+        live = [(c[0], c[1], c[2]) for c in kept if not c[3]]
+        if not live:
+            break
+    pool = ended or [(s, ys) for s, ys, _ in live]  # the mistake: the unfinished ones left out
+    score, ys = max(pool, key=lambda h: h[0] / len(h[1]) ** alpha)
+    return [y for y in ys if y != 2], score / len(ys) ** alpha
+
+
+TABLE = [  # (check, wrong answer, its own name, the name it used to get)
+    (nlpcourse.checks.ngram.check_kn_bigram_prob,
+     lambda *a: _kn(*a, types_as_v=True), "not by |V| (vocab_size)",
+     "the lower order is the plain continuation probability"),
+    (nlpcourse.checks.ngram.check_kn_bigram_prob,
+     lambda *a: _kn(*a, lambda_before=True), "you counted the words that come before it",
+     "the lower order is the plain continuation probability"),
+    (nlpcourse.checks.hmm.check_addk_tables, _tables_per_word, "normalised per word",
+     "log_emit_table is transposed"),
+    (nlpcourse.checks.seq2seq.check_beam_search, _beam_ended_only,
+     "among the ended hypotheses only", "was moved out"),
+    (nlpcourse.checks.seq2seq.check_beam_search, _beam_ended_only,
+     "among the ended hypotheses only", "compared by their plain sum"),
+    (nlpcourse.checks.transformer.check_scaled_dot_product_attention, _attention_dv,
+     "divided by sqrt(d_v)", "not divided by sqrt(d_k)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, student, own, other", TABLE)
+def test_the_misnamed_mistakes_of_issue_42_get_their_own_name(check, student, own, other):
+    for hidden in (False, True):
+        with np.errstate(all="ignore"), pytest.raises(CheckFailed) as failed:
+            check(student, hidden=hidden)
+        likely = _likely(str(failed.value))
+        assert own in likely and other not in likely, str(failed.value)

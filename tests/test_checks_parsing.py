@@ -90,7 +90,8 @@ def count(rules, words, start="S", add=False, recognise=False):
                         c[(i, j)][lhs] += b + cc if add else b * cc
     if recognise:
         return c[(0, n)][start] > 0
-    return float(c[(0, n)][start])  # a float with a whole value is a right form of a count
+    total = c[(0, n)][start]
+    return float(total) if total < 2**53 else total  # a float with a whole value is a count
 
 
 def best_and_total(rules, words, combine, logs=True):
@@ -217,7 +218,8 @@ RIGHT = [
     (checks.check_leftmost_derivation, lambda t: tuple(tuple(f) for f in derivation(t))),
     (checks.check_cky_recognize, lambda r, w, s="S": {
         (np.int64(i), j): frozenset(v) for (i, j), v in cky_table(r, w, s).items()}),
-    (checks.check_count_parses, lambda r, w, s="S": np.int64(count(r, w, s))),
+    (checks.check_count_parses,  # a numpy integer where the count fits in one
+     lambda r, w, s="S": np.int64(int(count(r, w, s))) if len(w) < 30 else count(r, w, s)),
     (checks.check_viterbi_cky, lambda r, w: [viterbi_lists(r, w)[0],
                                              np.float64(viterbi_lists(r, w)[1])]),
     (checks.check_inside, lambda r, w: np.float64(inside_right(r, w))),
@@ -422,3 +424,92 @@ def test_a_missing_function_is_reported():
 
     with pytest.raises(CheckFailed, match="not written yet"):
         checks.check_viterbi_cky(not_written)
+
+
+# ------------------------------------------ issue 42: counts above 2^63 are seen by the self-check
+
+
+def count_numpy(rules, words, start="S", dtype=np.int64):
+    """Counts in a numpy array: int64 overflows (with a RuntimeWarning at most), float64 rounds."""
+    n = len(words)
+    symbols = sorted({r[0] for r in rules})
+    c = np.zeros((n + 1, n + 1, len(symbols)), dtype=dtype)
+    for i, w in enumerate(words):
+        for lhs, rhs in rules:
+            if rhs == (w,):
+                c[i, i + 1, symbols.index(lhs)] += 1
+    with np.errstate(over="ignore"):
+        for length in range(2, n + 1):
+            for i in range(n - length + 1):
+                j = i + length
+                for k in range(i + 1, j):
+                    for lhs, rhs in rules:
+                        if len(rhs) == 2:
+                            b = c[i, k, symbols.index(rhs[0])]
+                            cc = c[k, j, symbols.index(rhs[1])]
+                            c[i, j, symbols.index(lhs)] += b * cc
+    return c[0, n, symbols.index(start)] if start in symbols else 0
+
+
+@pytest.mark.parametrize(
+    "student,message",
+    [
+        (count_numpy, "a count cannot be negative"),
+        (lambda r, w, s="S": count_numpy(r, w, s, dtype=np.float64), "a float holds 53 bits"),
+        (lambda r, w, s="S": float(count(r, w, s)), "a float holds 53 bits"),
+    ],
+)
+def test_a_count_that_overflows_or_rounds_fails_the_visible_check(student, message):
+    with pytest.raises(CheckFailed) as failed:
+        checks.check_count_parses(student)
+    assert message in str(failed.value) and "37 words" in str(failed.value)
+
+
+# --------------------------- issue 42: a back pointer overwritten by every candidate is caught
+
+
+def viterbi_last_wins(rules, words, k_outer=True, k_down=False, rules_reversed=False):
+    """Viterbi CKY whose score takes the max but whose back pointer is overwritten by every
+    candidate (the last one tried wins), in one of the usual loop orders."""
+    n = len(words)
+    best, back = {}, {}
+    for i, w in enumerate(words):
+        for lhs, rhs, lp in rules:
+            if rhs == (w,):
+                best[(i, i + 1, lhs)], back[(i, i + 1, lhs)] = lp, w
+    binary = [r for r in rules if len(r[1]) == 2][:: -1 if rules_reversed else 1]
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length
+            splits = list(range(i + 1, j))[:: -1 if k_down else 1]
+            order = [(k, r) for k in splits for r in binary]
+            if not k_outer:
+                order = [(k, r) for r in binary for k in splits]
+            for k, (lhs, rhs, lp) in order:
+                b, c = best.get((i, k, rhs[0])), best.get((k, j, rhs[1]))
+                if b is not None and c is not None:
+                    best[(i, j, lhs)] = max(best.get((i, j, lhs), -math.inf), lp + b + c)
+                    back[(i, j, lhs)] = (k, rhs)
+
+    def tree(i, j, a):
+        if isinstance(back[(i, j, a)], str):
+            return (a, back[(i, j, a)])
+        k, (b, c) = back[(i, j, a)]
+        return (a, tree(i, k, b), tree(k, j, c))
+
+    if (0, n, "S") not in best:
+        return None, -math.inf
+    return tree(0, n, "S"), best[(0, n, "S")]
+
+
+@pytest.mark.parametrize("k_outer", [True, False])
+@pytest.mark.parametrize("k_down", [True, False])
+@pytest.mark.parametrize("rules_reversed", [True, False])
+def test_a_back_pointer_overwritten_by_every_candidate_fails_the_visible_check(
+    k_outer, k_down, rules_reversed
+):
+    def student(rules, words):
+        return viterbi_last_wins(rules, words, k_outer, k_down, rules_reversed)
+
+    with pytest.raises(CheckFailed, match="the tree is not"):
+        checks.check_viterbi_cky(student)

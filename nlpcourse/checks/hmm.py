@@ -211,6 +211,15 @@ def _addk_mistakes(sentences: list, tags: list, words: list, k: float) -> list[M
             trans[i, j] += 1
         ends[ids[-1]] += 1
     all_occurrences = _log((trans + k) / (trans.sum(axis=1, keepdims=True) + ends[:, None] + k * N))
+    starts = np.zeros(N)  # c(<s>, j)
+    emit = np.zeros((len(words), N))  # c(j, w), (V, N)
+    for sentence in sentences:
+        if sentence:
+            starts[tags.index(sentence[0][1])] += 1
+        for word, tag in sentence:
+            emit[words.index(word), tags.index(tag)] += 1
+    every_sentence = _log((starts + k) / (len(sentences) + k * N))
+    per_word = _log((emit + k) / (emit.sum(axis=1, keepdims=True) + k * N))
     return [
         Mistake(
             "you returned probabilities: the tables hold log probabilities, so return their logs",
@@ -227,7 +236,27 @@ def _addk_mistakes(sentences: list, tags: list, words: list, k: float) -> list[M
             "[v, j] = log P(word v | tag j)",
             (value[0], value[1], value[2].T),
         ),
+        Mistake(
+            "S counts every sentence, the empty ones too: an empty sentence has no first tag, "
+            "so S is the number of non-empty sentences and pi sums to 1",
+            (every_sentence, value[1], value[2]),
+        ),
+        Mistake(
+            "the emissions are normalised per word, P(tag | word): b_j(w) = P(word w | tag j) "
+            "divides by c(j) + kV, so that each column (tag) of log_emit_table sums to 1",
+            (value[0], value[1], per_word),
+        ),
     ]
+
+
+ADDK_HINTS = {  # the hint of a wrong answer: about the table that differs, whatever the case
+    "log_start": "pi_j = (c(<s>, j) + k) / (S + kN), where S counts the non-empty sentences and "
+    "c(<s>, j) how many of them start with tag j",
+    "log_trans": "a_ij = (c(i, j) + k) / (c(i, .) + kN), where c(i, .) counts the times another "
+    "tag follows tag i: a tag that ends a sentence is followed by no tag",
+    "log_emit_table": "b_j(w) = (c(j, w) + k) / (c(j) + kV), V = len(words): each column (tag) "
+    "is a distribution over the words; row v is the word words[v]",
+}
 
 
 def _compare_addk(want: Expected, got: Any) -> str:
@@ -276,7 +305,7 @@ def _compare_addk(want: Expected, got: Any) -> str:
                     + f" should be a distribution (sum to 1 in probability); yours sum to "
                     f"{show(np.round(sums, 4).tolist())}"
                 )
-            return line
+            return line + "\nhint: " + ADDK_HINTS[name]  # about the table that differs
     return ""
 
 
@@ -295,11 +324,17 @@ def check_addk_tables(addk_tables: Callable, hidden: bool = False) -> None:
     )
     cases = [
         Case(
-            ([[("dog", "NOUN")]], ["NOUN", "VERB"], ["dog", "runs"], 1.0),
+            ([[("dog", "NOUN")]], ["NOUN", "VERB"], ["dog", "runs", "sleeps"], 0.5),
             names,
-            "pi = (1+1)/(1+2), (0+1)/(1+2); no tag follows another, so every row of A is "
-            "uniform; b_NOUN(dog) = (1+1)/(1+2); VERB was never seen: b_VERB(w) = 1/2",
+            "pi = (1+.5)/(1+2*.5), (0+.5)/(1+2*.5); no tag follows another, so every row of A "
+            "is uniform; b_NOUN(dog) = (1+.5)/(1+3*.5); VERB was never seen: b_VERB(w) = 1/3",
             "one sentence of one word",
+        ),
+        Case(
+            ([[], [("dog", "NOUN")], []], ["NOUN", "VERB"], ["dog", "runs", "sleeps"], 0.5),
+            names,
+            "an empty sentence has no first tag: S counts the non-empty sentences only",
+            "empty sentences",
         ),
         Case(
             (tiny, tiny_tags, tiny_words, 1.0),

@@ -411,8 +411,9 @@ def check_continuation_prob(continuation_prob: Callable, hidden: bool = False) -
     names = ("bigram_counts", "word")
     bigrams = ngram.count_ngrams(WORKED, 2)
     hint = (
-        "count distinct bigram *types*, not tokens: 'I am' occurs twice but is one type; "
-        "the numerator is how many different words come right before the word"
+        "P_cont(w) = N1+(. w) / N1+(. .): the numerator is how many different words come right "
+        "before w, the denominator how many different bigrams there are ('I am' occurs twice "
+        "but is one bigram type)"
     )
     cases = [
         Case((bigrams, "am"), names, hint, "P_cont(am)"),
@@ -446,7 +447,9 @@ def _kn_parts(bigram_counts: dict, context: tuple, word: str, V: int, d: float) 
     c_v = sum(c for (u, _), c in seen.items() if u == v)  # c(v)
     c_vw = seen.get((v, word), 0)
     n_follow = sum(1 for (u, _) in seen if u == v)  # N1+(v .)
+    n_before_v = sum(1 for (_, u) in seen if u == v)  # N1+(. v)
     return {
+        "N1+(. v)": n_before_v,
         "c(v w)": c_vw,
         "c(v)": c_v,
         "N1+(v .)": n_follow,
@@ -463,6 +466,7 @@ def _kn_mistakes(bigram_counts: dict, context: tuple, word: str, V: int, d: floa
     p = _kn_parts(bigram_counts, context, word, V, d)
     c_v, discounted, lam = p["c(v)"], p["discounted"], p["lambda"]
     no_max = (p["c(v w)"] - d) / c_v if c_v else 0.0
+    unigram_with_v = (max(p["N1+(. w)"] - d, 0) + d) / p["N1+(. .)"]  # |V| / |V| in its place
     return [
         Mistake(
             "the lower order is the plain continuation probability N1+(. w) / N1+(. .): eq. "
@@ -488,6 +492,16 @@ def _kn_mistakes(bigram_counts: dict, context: tuple, word: str, V: int, d: floa
             "a context never seen (c(v) = 0) backs off fully to P_KN(w), eq. (ngram-kn-unigram): "
             "it does not get probability 0",
             0.0 if not c_v else None,
+        ),
+        Mistake(
+            "the uniform term of P_KN(w) multiplies d / N1+(. .) by the number of word types "
+            "that have a continuation count, |{w': N1+(. w') > 0}|, not by |V| (vocab_size)",
+            (discounted + lam * unigram_with_v) if c_v else unigram_with_v,
+        ),
+        Mistake(
+            "lambda(v) = d N1+(v .) / c(v) counts the different words that come *after* v; "
+            "you counted the words that come before it, N1+(. v)",
+            discounted + d * p["N1+(. v)"] / c_v * p["p_kn_unigram"] if c_v else None,
         ),
     ]
 
@@ -531,6 +545,13 @@ def check_kn_bigram_prob(kn_bigram_prob: Callable, hidden: bool = False) -> None
             "eq. (ngram-kn): discounted bigram term "
             "plus lambda(I) = d * N1+(I .) / c(I) times P_KN(am)",
             "P_KN(am | I)",
+        ),
+        Case(
+            (bigrams, ("am",), "NLP", V, 0.75),
+            names,
+            "lambda(am) = d N1+(am .) / c(am): two different words follow 'am' (NLP and </s>), "
+            "one comes before it",
+            "P_KN(NLP | am)",
         ),
         Case(
             (bigrams, ("I",), "Marks", V, 0.75),

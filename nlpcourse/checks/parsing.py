@@ -64,6 +64,26 @@ TOY_PCFG = [
     ("P", ("with",), math.log(0.6)),
     ("P", ("in",), math.log(0.4)),
 ]
+# A grammar and sentence where, in the cells of the best tree, the best derivation is neither the
+# first nor the last one tried in any usual loop order (split points up or down, the rules in
+# their order or reversed, splits or rules outside): a Viterbi CKY that overwrites the back
+# pointer with every candidate, not only a better one, returns another tree (issue 42).
+LAST_TRIED_RULES = [
+    (lhs, rhs, math.log(p))
+    for lhs, rhs, p in [
+        ("A", ("A", "B"), 0.22),
+        ("A", ("A", "C"), 0.27),
+        ("A", ("a",), 0.25),
+        ("A", ("c",), 0.26),
+        ("B", ("A", "C"), 0.14),
+        ("B", ("B", "C"), 0.3),
+        ("B", ("C", "C"), 0.25),
+        ("B", ("b",), 0.31),
+        ("C", ("A", "A"), 0.38),
+        ("C", ("c",), 0.62),
+        ("S", ("C", "A"), 1.0),
+    ]
+]
 SYMBOLS = ["S", "A", "B", "C"]
 WORDS = ["a", "b", "c"]
 
@@ -440,13 +460,35 @@ def check_count_parses(count_parses: Callable, hidden: bool = False) -> None:
         words = _sentence(rng, rules, 7)
         if words is not None:
             cases.append(Case((rules, words, "S"), names, hint, f"random, {len(words)} words"))
-    if hidden:
-        cases.append(Case((catalan_rules, ["a"] * 25, "X"), names, hint, "25 words"))
+    n_long = 40 if hidden else 37  # C_36 = 11,959,798,385,860,453,492 > 2^63: no int64 holds it
+    cases.append(
+        Case(
+            (catalan_rules, ["a"] * n_long, "X"),
+            names,
+            "the count is a Catalan number above 2^63: a numpy int64 overflows and a float "
+            "rounds it; Python's int is exact",
+            f"X -> X X | 'a', {n_long} words",
+            shown={"words": f"['a'] * {n_long}"},
+        )
+    )
 
     def compare(expected: Any, got: Any) -> str:
         if isinstance(got, bool) or not isinstance(got, int | float) or got != int(got):
             return f"expected a whole number of trees, got {show(got)}"
-        return "" if int(got) == expected else f"expected {expected}, got {int(got)}"
+        if got == expected:  # exactly: a float above 2^53 is not the count it rounds to
+            return ""
+        if got < 0:
+            return (
+                f"expected {expected}, got {int(got)}: a count cannot be negative; a numpy "
+                "integer (int64) overflows past 2^63 - 1 and wraps around\nhint: keep the "
+                "counts in Python ints (a dict or a list), which never overflow"
+            )
+        if isinstance(got, float):
+            return (
+                f"expected {expected}, got {got!r} (a float): a float holds 53 bits, so counts "
+                "above 2^53 come out rounded\nhint: count with Python ints"
+            )
+        return f"expected {expected}, got {int(got)}"
 
     run_check(
         "count_parses",
@@ -511,9 +553,15 @@ def _pcfg_cases(hidden: bool, long_case: bool) -> list[Case]:
         Case((TOY_PCFG, "I saw the man".split()), names, "", "one tree"),
         Case((TOY_PCFG, "I saw the man with a telescope".split()), names, "", "two trees"),
         Case((TOY_PCFG, "the man saw".split()), names, "", "no tree: the answer is -inf"),
+        Case(
+            (LAST_TRIED_RULES, ["c"] * 5),
+            names,
+            "",
+            "the best derivation of a cell is not the last one tried",
+        ),
     ]
     rng = py_rng(hidden)
-    while len(cases) < 3 + n_random(hidden):
+    while len(cases) < 4 + n_random(hidden):
         rules = _with_logps(rng, _random_cnf(rng, rng.randint(5, 9)))
         words = _sentence(rng, rules, 7)
         if words is None:

@@ -496,11 +496,13 @@ def _beam_variant(
     eos_counts: bool = True,
     ended_apart: bool = False,
     normalise: bool = True,
+    ended_only: bool = False,
 ) -> tuple[list[int], float]:
     """Beam search with one deliberate change (for the mistakes): ``prune="norm"`` keeps the
     candidates with the best normalised score; ``eos_counts=False`` leaves </s> out of |y|;
     ``ended_apart`` moves an ended hypothesis out of the beam to a list of its own (its place
-    goes to a live one); ``normalise=False`` returns the summed log-probability."""
+    goes to a live one); ``normalise=False`` returns the summed log-probability; ``ended_only``
+    picks the answer among the ended hypotheses alone (where there is one)."""
 
     def norm(h: tuple) -> float:
         n = len(h[1]) - (0 if eos_counts or not h[3] else 1)
@@ -526,7 +528,10 @@ def _beam_variant(
                 break
         elif all(h[3] for h in beam):
             break
-    best = max(done + beam, key=norm)
+    pool = done + beam
+    if ended_only and any(h[3] for h in pool):
+        pool = [h for h in pool if h[3]]
+    best = max(pool, key=norm)
     return [y for y in best[1] if y != EOS_ID], norm(best) if normalise else best[0]
 
 
@@ -546,6 +551,9 @@ def _beam_mistakes(step, state, beam_size, max_len, length_penalty) -> list[Mist
         Mistake("the hypotheses were compared by their plain sum of log-probabilities; compare "
                 "the ended ones by score / |y|^length_penalty, |y| counting </s>",
                 _beam_variant(step, state, beam_size, max_len, 0.0)),
+        Mistake("the answer was picked among the ended hypotheses only: at max_len the "
+                "unfinished ones in the beam count too (|y| = max_len for them)",
+                _beam_variant(*args, ended_only=True)),
         Mistake("that is the greedy output: the beam must keep beam_size hypotheses each step",
                 (_beam_variant(step, state, 1, max_len, length_penalty)[0], None)),
     ]  # fmt: skip

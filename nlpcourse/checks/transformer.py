@@ -80,6 +80,11 @@ def _attention_mistakes(q, k, v, mask=None) -> list[Mistake]:
             "the scores are divided by d_k; divide by its square root, sqrt(d_k)",
             _attention_variants(q, k, v, mask, scale=float(d_k)),
         ),
+        Mistake(
+            "the scores are divided by sqrt(d_v), the width of the values: divide by sqrt(d_k), "
+            "the width of the queries and keys (q.shape[-1])",
+            _attention_variants(q, k, v, mask, scale=math.sqrt(v.shape[-1])),
+        ),
     ]
     if mask is not None:
         out += [
@@ -141,9 +146,10 @@ def check_scaled_dot_product_attention(function: Callable, hidden: bool = False)
     rule = "weights = softmax(q k^T / sqrt(d_k)) over the keys; output = weights @ v"
     cases = [
         Case(
-            (_t([[1, 1, 1, 1]]), _t([[0, 0, 0, 0], [1, 1, 1, 1]]), _t([[10], [20]]), None),
+            (_t([[1, 1, 1, 1]]), _t([[0, 0, 0, 0], [1, 1, 1, 1]]), _t([[10, 1], [20, 2]]), None),
             names,
-            "one query, two keys: scores 0 and 4 / sqrt(4) = 2, " + rule,
+            "one query, two keys of d_k = 4, values of d_v = 2: scores 0 and 4 / sqrt(4) = 2, "
+            + rule,
             "a small example by hand",
         ),
         Case(
