@@ -1,6 +1,7 @@
 """Fit and scoring throughput of nlpcourse.ngram.NGramLM against nltk.lm and KenLM.
 
     .venv/bin/python benchmarks/ngram.py [--order 3] [--nltk-ngrams 300] [--kenlm-only]
+                                            [--orders 3 5]
 
 Both models are fitted on the Brown training split (vocabulary rule min_count=4, which nltk.lm
 calls unk_cutoff=4) and score trigrams of the test split: NGramLM all of them in one call,
@@ -11,15 +12,18 @@ are NGramLM over nltk.lm, measured in this one run.
 Then KenLM (its Python module, `pip install -r requirements-test.txt`) and nlpcourse read the same
 ARPA file written by NGramLM.to_arpa: load time, scoring throughput over the whole test split
 (KenLM one sentence per call, as its API works, given each sentence as a string, and as a token
-list that it joins; ours in one call, from the text and from the token lists) and resident memory
-of the loaded model, for orders 3, 4 and 5. Last, Kneser-Ney estimation of a 5-gram on the
-training split with its full vocabulary, NGramLM.fit against KenLM's lmplz (found on PATH or in
-/tmp/kenlm, or built there as README.md says; the benchmark says so when it cannot).
+list that it joins; ours in one call, from the text and from the token lists, which it joins too)
+and resident memory, the model's and the scorer's own (numba's runtime and compiled loops, paid
+once per process) apart, for orders 3, 4 and 5 (``--orders 3 5`` to choose). Last (not with
+``--kenlm-only``), Kneser-Ney estimation of a 5-gram on the training split with its full
+vocabulary, NGramLM.fit against KenLM's lmplz (found on PATH or in /tmp/kenlm, or built there as
+README.md says; the benchmark says so when it cannot).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import sys
@@ -62,11 +66,20 @@ def cpu_timed(fn, *args, repeat: int = 1):
     return result, best
 
 
+def parse_orders() -> tuple[int, ...]:
+    """The orders of the KenLM race given after ``--orders`` (3, 4 and 5 if none)."""
+    if "--orders" not in sys.argv:
+        return (3, 4, 5)
+    after = sys.argv[sys.argv.index("--orders") + 1 :]
+    return tuple(int(a) for a in itertools.takewhile(str.isdigit, after))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--order", type=int, default=3)
     parser.add_argument("--nltk-ngrams", type=int, default=300)
     parser.add_argument("--kenlm-only", action="store_true", help="only the race with KenLM")
+    parser.add_argument("--orders", type=int, nargs="+", default=[3, 4, 5], help="of the race")
     args = parser.parse_args()
     n = args.order
     train, _, test = brown_split()
@@ -116,29 +129,31 @@ def rss():  # resident set size now, in MB (VmRSS of /proc/self/status)
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
+import numpy  # both: Python and numpy, the baseline
+start = rss()
 if sys.argv[1] == "kenlm":
     import kenlm
     before = rss()
     model = kenlm.Model(sys.argv[2])
 else:
     import tempfile
-    from nlpcourse.arpa import read_arpa
-    start = rss()
+    from nlpcourse.arpa import read_arpa  # imports numba
     with tempfile.TemporaryDirectory() as tmp:  # a one-word model first: numba's runtime starts
         open(f"{tmp}/a.arpa", "w").write(TINY)
         read_arpa(f"{tmp}/a.arpa").log10_probs([["a"]])
+        read_arpa(f"{tmp}/a.arpa").log10_probs_text("a")
     before = rss()
     model = read_arpa(sys.argv[2])
-    print(before - start)  # numba's runtime
-print(rss() - before)
+print(before - start, rss() - before, rss())  # the runtime (the module), the model, the process
 """
 TINY = "\\data\\\nngram 1=3\n\n\\1-grams:\n-99\t<s>\n-0.3\ta\n-0.3\t</s>\n\n\\end\\\n"
 
 
 def loaded_rss(which: str, path: str) -> list[float]:
-    """Resident memory (MB) that loading ``path`` adds, in a fresh process: VmRSS after the load
-    minus VmRSS after the imports (for ours, and after a one-word model has started numba's
-    runtime: LLVM and the compiled loops, a fixed cost per process, printed apart)."""
+    """Resident memory (MB) in a fresh process that has imported numpy: what importing the scorer
+    adds (for ours: numba, LLVM and the compiled loops, loaded from the cache by scoring a
+    one-word model, a fixed cost per process whatever the model), what loading ``path`` adds
+    (the model), and the whole process after both."""
     import subprocess
 
     out = subprocess.run(
@@ -147,7 +162,7 @@ def loaded_rss(which: str, path: str) -> list[float]:
         text=True,
         check=True,
     )
-    return [float(x) for x in out.stdout.split()[-2:]]  # (numba's runtime, for ours,) the model
+    return [float(x) for x in out.stdout.split()[-3:]]  # the runtime, the model, the process
 
 
 def kenlm_score(model, sentences: list[str]) -> list[float]:
@@ -204,8 +219,8 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             _, t_model = cpu_timed(lm.token_probs, test, repeat=REPEAT)
             stream = ours._stream(test)  # the ids, with <s> and </s>
             _, t_ids = cpu_timed(ours._log10_stream, stream, repeat=REPEAT)
-            rss_ken = loaded_rss("kenlm", path)[-1]
-            runtime, rss_ours = loaded_rss("ours", path)
+            runtime_ken, rss_ken, process_ken = loaded_rss("kenlm", path)
+            runtime, rss_ours, process_ours = loaded_rss("ours", path)
         print(
             f"order {n} (|V| = {len(lm.vocab):,}, {lm.nbytes / 1e6:.0f} MB fitted, written in "
             f"{write:.1f} s, test perplexity {10 ** -logs.mean():.1f}; ArpaLM's arrays "
@@ -229,8 +244,13 @@ def race_kenlm(train: list[list[str]], test: list[list[str]], orders=(3, 4, 5)) 
             f"from token lists {t_score / t_ours:.2f}x (over KenLM from the same token lists, "
             f"joined: {t_tokens / t_ours:.2f}x), "
             f"NGramLM {t_score / t_model:.2f}x; load {load_ours / load_ken:.1f}x KenLM's time; "
-            f"memory {rss_ours / rss_ken:.2f}x KenLM's (numba's runtime: {runtime:.0f} MB more "
-            "per process)"
+            f"model's memory {rss_ours / rss_ken:.2f}x KenLM's"
+        )
+        print(
+            f"  memory a user pays (MB, resident, over Python with numpy): the module, once per "
+            f"process: ours {runtime:.0f} (numba, LLVM, the compiled loops), KenLM "
+            f"{runtime_ken:.0f}; the model: ours {rss_ours:.0f}, KenLM {rss_ken:.0f}; the whole "
+            f"process: ours {process_ours:.0f}, KenLM {process_ken:.0f}"
         )
 
 
@@ -325,5 +345,6 @@ if __name__ == "__main__":
     if "--kenlm-only" not in sys.argv:
         main()
     train, _, test = brown_split()
-    race_kenlm(train, test)
-    race_lmplz(train)
+    race_kenlm(train, test, orders=parse_orders())
+    if "--kenlm-only" not in sys.argv:
+        race_lmplz(train)

@@ -50,10 +50,8 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from nlpcourse.parsing import Tree
+from nlpcourse.trees import Tree
 
 FILEID_PATTERN = re.compile(r"c[a-r]\d\d")
 N_FILES = 500
@@ -532,8 +530,6 @@ def read_mrg(text: str, clean: bool = True) -> list[Tree]:
 
 def _read_wrapped(text: str, number: int) -> Tree:
     """One tree of a .mrg file; an outer bracket with no label, ``( (S ...) )``, is dropped."""
-    from nlpcourse.parsing import Tree  # here, not above: parsing imports this module
-
     inner = re.match(r"^\(\s*(\(.*\))\s*\)$", text, re.S)
     try:
         return Tree.fromstring(inner.group(1) if inner else text)
@@ -544,8 +540,6 @@ def _read_wrapped(text: str, number: int) -> Tree:
 def _clean_tree(node: Tree) -> Tree | None:
     """``node`` without empty elements and function tags (see :func:`read_mrg`); None if nothing
     is left."""
-    from nlpcourse.parsing import Tree  # here, not above: parsing imports this module
-
     if node.label == "-NONE-":
         return None
     children: list[Tree | str] = []

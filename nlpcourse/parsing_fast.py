@@ -30,10 +30,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nlpcourse import parsing
+from nlpcourse.trees import BIN_MARK, Tree, _chain, _is_term_symbol
+
+if TYPE_CHECKING:  # the grammar's class, for the annotations: parsing imports this module
+    from nlpcourse.parsing import CNFGrammar
 
 BATCH_ROWS = 2048  # chart rows (spans) of the sentences parsed together by the batched calls
 TINY = 1e-60  # expected-count factors smaller than this are dropped (4 of them: > 1e-240)
@@ -68,7 +72,7 @@ class Tables:
     trees).
     """
 
-    def __init__(self, cnf: parsing.CNFGrammar, counting: bool = False):
+    def __init__(self, cnf: CNFGrammar, counting: bool = False):
         self.cnf = cnf
         self.symbols = sorted(cnf.nonterminals, key=lambda s: (s != cnf.start, s))
         self.index = {s: k for k, s in enumerate(self.symbols)}
@@ -132,8 +136,8 @@ class Tables:
         self.wraps = [
             tuple(
                 label
-                for label in reversed(parsing._chain(r.label))
-                if parsing.BIN_MARK not in label and not parsing._is_term_symbol(label)
+                for label in reversed(_chain(r.label))
+                if BIN_MARK not in label and not _is_term_symbol(label)
             )
             for r in cnf.cnf_rules
         ]
@@ -298,11 +302,11 @@ def inside_batch(tab: Tables, sentences: Sequence[list[str]]) -> np.ndarray:
 
 def viterbi_sentences(
     tab: Tables, sentences: Sequence[list[str]]
-) -> list[tuple[parsing.Tree | None, float]]:
+) -> list[tuple[Tree | None, float]]:
     """The best tree and its log probability of each of a group of sentences of one length."""
     n = len(sentences[0])
     logp, pair_best, pair_split = _viterbi_chart(tab, sentences)
-    out: list[tuple[parsing.Tree | None, float]] = []
+    out: list[tuple[Tree | None, float]] = []
     for b, words in enumerate(sentences):
         if logp[b] == -math.inf:
             out.append((None, -math.inf))
@@ -312,7 +316,7 @@ def viterbi_sentences(
             return _span_row(n, len(sentences), b, i, j)
 
         (tree,) = _viterbi_backtrack(tab, words, pair_best, pair_split, row, 0, n, 0)
-        assert isinstance(tree, parsing.Tree)
+        assert isinstance(tree, Tree)
         out.append((tree, float(logp[b])))
     return out
 
@@ -385,7 +389,7 @@ def _viterbi_backtrack(
     i: int,
     j: int,
     a: int,
-) -> list[parsing.Tree | str]:
+) -> list[Tree | str]:
     """The best tree of nonterminal ``a`` over the span ``(i, j)``, read back from the Viterbi
     chart (span ``(i, j)`` in row ``row(i, j)``): the rule ``a -> B C`` whose ``log P(a -> B C)``
     plus the best score of its children pair over the span is the largest (that sum is
@@ -394,7 +398,7 @@ def _viterbi_backtrack(
     place."""
     if j == i + 1:
         k = tab.word_rule[words[i]][a]
-        inner: list[parsing.Tree | str] = [words[i]]
+        inner: list[Tree | str] = [words[i]]
     else:
         cell = row(i, j)
         indices, pairs, logps = tab.rules_of[a]  # (r_a,) each
@@ -405,7 +409,7 @@ def _viterbi_backtrack(
         inner = _viterbi_backtrack(tab, words, pair_best, pair_split, row, i, split, b)
         inner += _viterbi_backtrack(tab, words, pair_best, pair_split, row, split, j, c)
     for label in tab.wraps[k]:  # innermost first
-        inner = [parsing.Tree(label, inner)]
+        inner = [Tree(label, inner)]
     return inner
 
 

@@ -979,6 +979,8 @@ def train(
 
 
 if __name__ == "__main__":  # `python -m nlpcourse.seq2seq train ...`: the recorded run's command
-    from nlpcourse.seq2seq_runs import main
+    # is the command of nlpcourse.seq2seq_runs, which imports this module (the model sits below its
+    # runs): this module does not import it, it hands the command line over to it.
+    import runpy
 
-    main()
+    runpy.run_module("nlpcourse.seq2seq_runs", run_name="__main__", alter_sys=True)
