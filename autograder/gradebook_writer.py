@@ -105,7 +105,12 @@ def open_gradebook(db_url: str, course_id: str) -> Gradebook:
 
 
 def recorded(gb: Gradebook, assignment: str) -> dict[str, Recorded]:
-    """Every student's last recorded result for ``assignment``, by student id."""
+    """Every student's last recorded result for ``assignment``, by student id (none in a gradebook
+    only ``nbgrader autograde`` wrote: it has no table of the grader's)."""
+    from sqlalchemy import inspect
+
+    if not inspect(gb.engine).has_table(results_table.name):
+        return {}
     rows = gb.db.execute(select(results_table).where(results_table.c.assignment == assignment))
     out = {}
     for row in rows.mappings():

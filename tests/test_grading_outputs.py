@@ -257,3 +257,21 @@ def test_the_note_for_review_never_reaches_the_students_feedback(tmp_path):
         page = tmp_path / "autograder" / "feedback" / student / ASSIGNMENT / "ngrams.html"
         text = page.read_text(encoding="utf-8")
         assert "Needs review" not in text and "ngrams-Copy1" not in text, student
+
+
+def test_the_grades_of_a_gradebook_only_nbgrader_wrote(tmp_path, monkeypatch):
+    """The plain route's gradebook has no table of the class grader's: its grades are read all
+    the same (``grading.py demo`` stopped at "no such table: autograder_results"), and a student
+    with no submission says so beside nbgrader's 0."""
+    from nbgrader.api import Gradebook
+
+    from autograder.gradebook_writer import NOT_SUBMITTED, class_grades
+
+    monkeypatch.setenv("PATH", services.environment()["PATH"])  # nbgrader runs `alembic`
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        gb.add_assignment(ASSIGNMENT)
+        gb.add_student("zoe")
+        cells, rows = class_grades(gb, ASSIGNMENT)
+    assert cells == {} and [(r.student, r.score, r.status) for r in rows] == [
+        ("zoe", 0.0, NOT_SUBMITTED)
+    ]

@@ -44,7 +44,6 @@ REPO = services.REPO
 README = REPO / "README.md"
 SECTION = "## For instructors: grading with nbgrader"
 SERVICES = ("dask scheduler", "dask worker", "jupyter lab")
-DIRECT = ("PYTHONPATH", ".venv")  # a service line bash can replace itself with (exec)
 PG_BLOCK = "export NLPCOURSE_DB_URL="  # how the PostgreSQL block starts
 ASSIGNMENT = "01-ngrams"
 
@@ -145,7 +144,7 @@ class Services:
         log = self.root / f"service-{len(self.running)}.log"
         with open(log, "w") as out:
             process = subprocess.Popen(
-                ["bash", "-c", f"exec {line}" if line.startswith(DIRECT) else line],
+                ["bash", "-c", line],  # its own session: stopped with all it started
                 cwd=self.root, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
