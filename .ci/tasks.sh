@@ -88,7 +88,7 @@ case "${1:-}" in
         ruff check .
         ruff format --check .
         mypy  # the package nlpcourse/, configured in pyproject.toml
-        pytest
+        pytest -m "slow or not slow"  # all of them: a plain pytest leaves the slow ones out
         ;;
     *)
         echo "usage: bash .ci/tasks.sh setup|book|test" >&2

@@ -392,6 +392,12 @@ def scaffold(
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    # the source notebook cites the page's equations: write the book's numbers in front, as
+    # `python -m nlpcourse.numbering fill solutions` does (tests/test_numbering.py checks them)
+    from nlpcourse import numbering
+
+    numbering.fill_notebook(repo / "solutions" / f"{number}-{name}" / f"{name}.ipynb",
+                            numbering.equation_numbers(repo))  # fmt: skip
     if run_nbgrader:
         generate(repo, f"{number}-{name}")
     return list(files)
@@ -417,6 +423,26 @@ def check_glued(repo: Path, name: str, out: Path) -> int:
     env = {**os.environ, "NLPCOURSE_BOOK_CHAPTER": str(out / f"{name}.out.ipynb")}
     test = [sys.executable, "-m", "pytest", "tests/test_book.py", "-q", "-rs"]
     return subprocess.run(test, cwd=repo, env=env).returncode
+
+
+def next_steps(number: str, name: str) -> str:
+    """What to do after the scaffold: replace the TODOs, then every test a new chapter must pass
+    (CONTRIBUTING's checklist), each as a command."""
+    folder = f"{number}-{name}"
+    tests = [
+        "tests/test_structure.py",
+        "tests/test_numbering.py",
+        f"tests/test_checks_{name}.py",
+        "tests/test_checks_properties.py",
+        f"tests/test_{name}.py",
+        f"tests/test_exercises.py -k {folder}",
+        f"tests/test_sandbox.py -k {folder}",
+    ]
+    lines = [f"next: replace every {TODO} (grep -rn {TODO} .), then run each of:"]
+    lines += [f"  .venv/bin/pytest -ra {test}" for test in tests]
+    lines.append(f"  .venv/bin/python -m nlpcourse.scaffold glued {name}   # the chapter alone")
+    lines.append("  .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -454,10 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path.relative_to(args.repo)}")
     if not args.no_generate:
         print(f"generated exercises/{args.number}-{args.name}/{args.name}.ipynb")
-    print(
-        f"next: replace every {TODO} (grep -rn {TODO} .), "
-        "then .venv/bin/pytest tests/test_structure.py -ra"
-    )
+    print(next_steps(args.number, args.name))
     return 0
 
 
