@@ -138,12 +138,13 @@ def _holder(cursor: Any, key1: int, key2: int) -> str:
 
 
 def check_for_nbgrader(db_url: str) -> None:
-    """What ``nbgrader_config.py`` checks of a PostgreSQL gradebook (issue 45): in nbgrader's own
+    """What ``nbgrader_config.py`` checks of a PostgreSQL gradebook (issue 45). In nbgrader's own
     commands (``nbgrader export``, ``nbgrader db ...``: an nbgrader application is the process's
-    singleton, which the Jupyter server's formgrader never makes), that it opens (driver, database, server: :func:`check_gradebook`), so that they say
-    in one line what is wrong instead of 136-163 lines of traceback; anywhere else (the Jupyter
-    server, which loads that file again at each of formgrader's requests; the class grader, which
-    checks for itself), only that the driver imports."""
+    singleton, which the Jupyter server's formgrader never makes), that it opens (driver,
+    database, server: :func:`check_gradebook`), so that they say in one line what is wrong
+    instead of 136-163 lines of traceback. Anywhere else (the Jupyter server, which loads that
+    file again at each of formgrader's requests; the class grader, which checks for itself), only
+    that the driver imports."""
     from nbgrader.apps.baseapp import NbGrader
 
     if NbGrader.initialized():
