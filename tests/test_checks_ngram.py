@@ -382,8 +382,10 @@ WRONG = [  # (check, a plausible wrong answer, the name it must get, or None: ex
     (checks.check_perplexity, lambda prob, s, n: math.log(perplexity_numpy(prob, s, n)), None),
     (checks.check_perplexity, lambda prob, s, n: perplexity_numpy(prob, s, n) ** 0.5, None),
     (checks.check_continuation_prob, lambda b, w: float(continuation_fraction(b, w)) / 2, None),
-    (checks.check_continuation_prob, lambda b, w: len({v for (v, x) in b if x == w})
-     / len({x for (_, x) in b}), "divided by the number of different words"),
+    (checks.check_continuation_prob, lambda b, w: len({v for (v, x), c in b.items() if x == w
+                                                       and c}) / len({x for (_, x), c in b.items()
+                                                                      if c}),
+     "divided by the number of different words"),
     (checks.check_continuation_prob, lambda b, w: len({v for (v, x) in b if x == w}), None),
     (checks.check_continuation_prob, lambda b, w: len({v for (v, x) in b if x == w})
      / (len(b) + 1), None),

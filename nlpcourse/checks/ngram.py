@@ -339,6 +339,22 @@ def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
         Case((_random_bigram_model(random.Random(0), vocab), [["a", "b"]], 2), names, n_hint),
         Case(
             (
+                TableModel(
+                    {
+                        ((), w): p
+                        for w, p in zip(vocab + ["</s>"], [0.4, 0.3, 0.2, 0.1], strict=True)
+                    },
+                    "a unigram model: P(a) = 0.4, P(b) = 0.3, P(c) = 0.2, P(</s>) = 0.1",
+                ),
+                [["a", "b"], ["c"]],
+                1,
+            ),
+            names,
+            "n = 1: no '<s>', the context is empty (); " + n_hint,
+            "a unigram model",
+        ),
+        Case(
+            (
                 TableModel({(("<s>",), "a"): 1.0}, "a model with P(a | <s>) = 1, all else 0"),
                 [["a"]],
                 2,
@@ -419,6 +435,12 @@ def check_continuation_prob(continuation_prob: Callable, hidden: bool = False) -
         Case((bigrams, "am"), names, hint, "P_cont(am)"),
         Case((bigrams, "I"), names, hint, "P_cont(I)"),
         Case((bigrams, "</s>"), names, hint, "P_cont(</s>)"),
+        Case(
+            ({**bigrams, ("do", "am"): 0}, "am"),
+            names,
+            "a bigram of count 0 was never seen: it is no bigram type",
+            "a count of 0",
+        ),
     ]
     rng = py_rng(hidden)
     for _ in range(n_random(hidden)):
@@ -563,6 +585,12 @@ def check_kn_bigram_prob(kn_bigram_prob: Callable, hidden: bool = False) -> None
             (bigrams, ("zebra",), "am", V, 0.75),
             names,
             "a context never seen backs off fully to the unigram P_KN(w), eq. (ngram-kn-unigram)",
+        ),
+        Case(
+            ({**bigrams, ("do", "am"): 0, ("am", "I"): 0}, ("am",), "I", V, 0.75),
+            names,
+            "a bigram of count 0 was never seen: it counts in no N1+",
+            "counts of 0",
         ),
         Case(
             (bigrams, ("<s>",), "<unk>", V, 0.5),

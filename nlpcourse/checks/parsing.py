@@ -770,6 +770,12 @@ def _parseval_cases(hidden: bool) -> list[Case]:
         Case(([noun, verb], [verb, None]), names, hint, "one parse failed (None)"),
         Case(([flat], [swapped]), names, hint, "the right spans with the wrong labels"),
         Case(([flat], [retagged]), names, hint, "one tag differs: all brackets match"),
+        Case(
+            ([noun, flat], [None, None]),
+            names,
+            "no parse at all: no predicted bracket, so precision, recall and F1 are all 0",
+            "every parse failed",
+        ),
     ]
     rng = py_rng(hidden)
     for _ in range(n_random(hidden)):

@@ -80,6 +80,8 @@ def check_edit_distance(edit_distance: Callable, hidden: bool = False) -> None:
     cases = [
         Case(("", ""), names, "two empty sequences are 0 apart", "empty"),
         Case(("abc", ""), names, "d[i][0] = i: delete everything", "one empty"),
+        Case(("a", "aa"), names, "one insertion: d = 1", "one insertion"),
+        Case(("ab", "a"), names, "one deletion: d = 1", "one deletion"),
         Case(("kitten", "sitting"), names, hint, "the classic example"),
         Case((("K", "AE1", "T"), ("K", "AH0", "T", "S")), names, "sequences of phones", "phones"),
     ]
