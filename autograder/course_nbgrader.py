@@ -408,7 +408,7 @@ class OfflineMathJax(NbGraderPreprocessor):
 
     folder = Unicode("autograder/feedback/mathjax", help="Where MathJax is copied").tag(config=True)
     # the TeX input and the SVG output in one file (no fonts to fetch), and the extension that
-    # filters what formulas may do (links, styles, ids; the template loads it, issue 40)
+    # filters what formulas may do (links, styles, ids; the configuration loads it, issue 40)
     scripts = ("tex-svg-full.js", "ui/safe.js")
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
@@ -417,7 +417,30 @@ class OfflineMathJax(NbGraderPreprocessor):
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(mathjax_source() / script, target)
+        config = Path(self.folder) / "course-config.js"  # a file: the page allows no inline script
+        if not config.exists() or config.read_text() != MATHJAX_CONFIG:
+            config.write_text(MATHJAX_CONFIG)
         return nb, resources
+
+
+# MathJax's configuration for the feedback pages. A student's formula is hostile (issue 40): the TeX
+# packages that make links, styles, ids and classes (html: \href, \style, \cssId, \class), load
+# code (require, autoload) or fonts (unicode) are left out, and MathJax's safe extension filters
+# what is left (URLs, styles, ids). Formgrader's pages configure the same in their template
+# (autograder/jupyter/nbconvert/templates/formgrade/mathjax.html.j2).
+MATHJAX_CONFIG = r"""window.MathJax = {
+    loader: {load: ['ui/safe']},
+    tex: {
+        packages: {'[-]': ['html', 'require', 'autoload', 'unicode']},
+        inlineMath: [['$', '$'], ['\\(', '\\)']],
+        displayMath: [['$$', '$$'], ['\\[', '\\]']],
+        processEscapes: true,
+        processEnvironments: true,
+        tags: 'ams'
+    },
+    options: {ignoreHtmlClass: 'tex2jax_ignore', processHtmlClass: 'tex2jax_process'}
+};
+"""
 
 
 def mathjax_source() -> Path:

@@ -33,8 +33,10 @@ What a student wrote is shown on these pages, so they are built to keep it inert
   your own. The terminal is off too. Kernels stay (JupyterLab runs notebooks); a script running in
   this origin could start one, which is why no student text may run as script at all.
 * **A Content-Security-Policy** on every page (:data:`POLICY`): scripts only from this server
-  (JupyterLab's one inline script allowed by its hash), no plugin, no frame from elsewhere, no
-  connection to another origin, images only from here or ``data:``, forms posted only here.
+  (JupyterLab's one inline script allowed by its hash), no inline script or event handler, no
+  plugin, no frame from elsewhere, no connection to another origin, images only from here or
+  ``data:``, forms posted only here. JupyterLab needs ``'unsafe-eval'`` (it compiles its settings'
+  schemas into functions): a script that already runs may evaluate a string, but markup runs none.
 * **Formgrader's pages are the exception** (:data:`FORMGRADER_POLICY`): nbgrader's templates put
   inline script on every formgrader page (the ids of the submission in a ``<script>``, ``onclick``
   attributes, different on each page, so no hash can name them), so there inline script has to
@@ -46,13 +48,15 @@ What a student wrote is shown on these pages, so they are built to keep it inert
 """
 
 import base64
+import glob
 import hashlib
 import os
 import re
 import sysconfig
 
-import jupyterlab_server
+import notebook
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from jupyterlab.commands import get_app_dir
 from nbgrader.server_extensions.formgrader import base as formgrader_base
 from nbgrader.server_extensions.formgrader import handlers as formgrader_handlers
 from tornado import web
@@ -127,18 +131,26 @@ c.ServerApp.terminals_enabled = False
 # ------------------------------------------------------------------ Content-Security-Policy
 
 
-def inline_script_hashes(template: str) -> list[str]:
-    """CSP hashes (``'sha256-...'``) of the inline scripts of one of JupyterLab's page templates,
-    read from the installed file, so that the policy follows the installed version."""
-    with open(template, encoding="utf-8") as f:
-        text = f.read()
+def inline_script_hashes(*templates: str) -> list[str]:
+    """CSP hashes (``'sha256-...'``) of the fixed inline scripts of JupyterLab's and Notebook 7's
+    pages (each removes the token from the address), read from the installed files, so that the
+    policy follows the installed versions. A script with a template expression in it is left out
+    (its text changes when it is rendered): the policy blocks it."""
     inline = r"<script(?![^>]*\bsrc=)(?![^>]*application/json)[^>]*>(.*?)</script>"
-    digests = (hashlib.sha256(s.encode()).digest() for s in re.findall(inline, text, re.S))
-    return [f"'sha256-{base64.b64encode(d).decode()}'" for d in digests]
+    hashes = set()
+    for template in templates:
+        with open(template, encoding="utf-8") as f:
+            scripts = re.findall(inline, f.read(), re.S)
+        for script in scripts:
+            if "{{" not in script and "{%" not in script:
+                digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+                hashes.add(f"'sha256-{digest}'")
+    return sorted(hashes)
 
 
 LAB_SCRIPTS = inline_script_hashes(
-    os.path.join(os.path.dirname(jupyterlab_server.__file__), "templates", "index.html")
+    os.path.join(get_app_dir(), "static", "index.html"),  # the page JupyterLab serves
+    *glob.glob(os.path.join(os.path.dirname(notebook.__file__), "templates", "*.html")),
 )
 
 
@@ -163,7 +175,9 @@ def policy(script_src: str) -> str:
     )
 
 
-POLICY = policy(" ".join(["'self'", *LAB_SCRIPTS]))
+# JupyterLab compiles its settings' JSON schemas into functions (ajv, ``new Function``), so its
+# pages need 'unsafe-eval': a script already running may evaluate strings; markup runs nothing.
+POLICY = policy(" ".join(["'self'", "'unsafe-eval'", *LAB_SCRIPTS]))
 FORMGRADER_POLICY = policy("'self' 'unsafe-inline'")  # nbgrader's templates: see above
 STUDENT_FILE_POLICY = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
 

@@ -20,9 +20,11 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import nbformat
 import pytest
@@ -117,24 +119,47 @@ def test_every_payload_is_in_the_corpus():
         assert kind in wheres, kind
 
 
-LATENT = """(root) => {
+LATENT = """(top) => {
   const bad = [];
-  const active = ["script", "iframe", "frame", "object", "embed", "form", "base", "meta", "link",
-                  "style", "applet", "portal"];
-  for (const el of root.querySelectorAll("*")) {
-    const tag = el.tagName.toLowerCase();
-    if (active.includes(tag)) bad.push("<" + tag + ">");
-    for (const a of el.attributes) {
-      const name = a.name.toLowerCase();
-      const value = a.value.replace(/[\\s\\u0000-\\u001f]/g, "").toLowerCase();
-      if (name.startsWith("on")) bad.push(tag + " " + name);
-      if (name === "srcdoc") bad.push(tag + " srcdoc");
-      if (/^(javascript|vbscript|data:text|data:application)/.test(value)) {
-        bad.push(tag + " " + name + "=" + a.value.slice(0, 40));
+  const active = ["script", "frame", "object", "embed", "base", "meta", "link", "style", "applet",
+                  "portal"];
+  const scan = (root) => {
+    for (const el of root.querySelectorAll("*")) {
+      const tag = el.tagName.toLowerCase();
+      if (active.includes(tag)) bad.push("<" + tag + ">");
+      if (tag === "iframe") {
+        // JupyterLab shows an "isolated" output in a frame of its own origin, written from the
+        // output it rendered: what is inside is scanned. Any other frame must be sandboxed
+        // without scripts.
+        const sandbox = el.getAttribute("sandbox");
+        if (el.classList.contains("jp-mod-isolated") && el.contentDocument) {
+          scan(el.contentDocument);
+        } else if (sandbox === null || sandbox.includes("allow-scripts")) {
+          bad.push("<iframe>");
+        }
+      }
+      for (const a of el.attributes) {
+        const name = a.name.toLowerCase();
+        const value = a.value.replace(/[\\s\\u0000-\\u001f]/g, "").toLowerCase();
+        if (name.startsWith("on")) bad.push(tag + " " + name);
+        if (name === "srcdoc") bad.push(tag + " srcdoc");
+        if (/^(javascript|vbscript|data:text|data:application)/.test(value)) {
+          bad.push(tag + " " + name + "=" + a.value.slice(0, 40));
+        }
       }
     }
-  }
+  };
+  scan(top);
   return bad;
+}"""
+
+
+SCROLL_DOWN = """() => {
+  const outer = document.querySelector(".jp-NotebookPanel .jp-WindowedPanel-outer");
+  if (!outer) return true;
+  const end = outer.scrollTop + outer.clientHeight >= outer.scrollHeight - 2;
+  outer.scrollTop += outer.clientHeight / 2;
+  return end;
 }"""
 
 
@@ -147,7 +172,7 @@ class Watch:
 
         def route(r) -> None:
             url = r.request.url
-            if "pwned" in url:
+            if urlparse(url).path.startswith("/pwned/"):  # what the probe fetches
                 self.problems.append(f"a payload's request: {url}")
                 r.abort()
             elif url.startswith(self.allowed):
@@ -171,7 +196,9 @@ class Watch:
         page.on(
             "console",
             lambda m: (
-                self.problems.append(f"console: {m.text[:120]}") if "PWNED" in m.text else None
+                self.problems.append(f"console: {m.text[:120]}")
+                if re.fullmatch(r"PWNED [\w-]+", m.text)  # what the probe logs
+                else None
             ),
         )
         return page
@@ -185,8 +212,12 @@ class Watch:
             self.problems.append(f"{where}: payloads ran: {marks}")
         if "PWNED" in page.title():
             self.problems.append(f"{where}: title {page.title()!r}")
+        self.scan(page, where, notebook)
+
+    def scan(self, page, where: str, notebook: str) -> None:
+        """Latent script in the notebook's part of the page (the element ``notebook`` selects)."""
         latent = page.evaluate(LATENT, page.locator(notebook).first.element_handle())
-        if latent:
+        if latent and f"{where}: latent script: {latent[:10]}" not in self.problems:
             self.problems.append(f"{where}: latent script: {latent[:10]}")
 
 
@@ -219,7 +250,7 @@ def server_refuses_writes(base: str, root: Path) -> list[str]:
                 problems.append(f"{method} {path}: {error.code}, not 403")
     if config.read_bytes() != before or not (root / "autograder" / "course_nbgrader.py").exists():
         problems.append("the server changed the course's configuration")
-    for page, inline in [("lab", False), ("formgrader", True)]:
+    for page, inline in [("lab", False), ("formgrader/manage_assignments", True)]:
         with urllib.request.urlopen(f"{base}/{page}?token={TOKEN}") as answer:
             policy = answer.headers.get("Content-Security-Policy", "")
         script = next((d for d in policy.split(";") if d.strip().startswith("script-src")), "")
@@ -338,8 +369,15 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
                 # the course's JupyterLab opens the same notebook without running any of it
                 lab = f"{base}/lab/tree/autograder/autograded/trudy/{ASSIGNMENT}/ngrams.ipynb"
                 page.goto(lab)
-                shown = ".jp-NotebookPanel .jp-Cell >> nth=20"
-                page.locator(shown).wait_for(timeout=180_000)  # JupyterLab runs under the CSP
+                cell = page.locator(".jp-NotebookPanel .jp-Cell").first
+                cell.wait_for(state="attached", timeout=180_000)  # JupyterLab runs under the CSP
+                for _ in range(100):  # JupyterLab renders the cells in view: scroll through all
+                    page.wait_for_timeout(300)
+                    watch.scan(page, "JupyterLab, trudy", ".jp-NotebookPanel")
+                    if page.evaluate(SCROLL_DOWN):
+                        break
+                if page.get_by_text("A cell whose id is markup.").count() == 0:
+                    watch.problems.append("JupyterLab did not show the notebook's last cells")
                 watch.look(page, "JupyterLab, trudy", ".jp-NotebookPanel")
                 problems += watch.problems
                 problems += server_refuses_writes(base, tmp_path)
@@ -375,6 +413,10 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
                     "window.MathJax && MathJax.startup && MathJax.startup.promise"
                 )
                 page.evaluate("MathJax.startup.promise")
+                if page.locator("mjx-container").count() == 0:
+                    watch.problems.append(f"feedback, {student}: no formula typeset")
+                if page.locator("meta[http-equiv='Content-Security-Policy']").count() != 1:
+                    watch.problems.append(f"feedback, {student}: no Content-Security-Policy")
                 watch.look(page, f"feedback, {student}")
             problems += watch.problems
         finally:
