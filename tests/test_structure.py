@@ -482,3 +482,60 @@ def test_chapters_use_the_shared_book_helper():
         assert not re.search(r"^def keep\(", md.read_text(), re.M), (
             f"{md.name} defines its own keep(): use `from nlpcourse.book import keep`"
         )
+
+
+# ---------------------------------------------- the layout, as CONTRIBUTING and the README give it
+
+
+def layout_table(repo: Path = REPO) -> str:
+    """The rows of CONTRIBUTING.md's layout table (the one headed "where | what | who reads it")."""
+    lines = (repo / "CONTRIBUTING.md").read_text().splitlines()
+    start = lines.index("| where | what | who reads it |")
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return "\n".join(rows)
+
+
+def tracked_files(repo: Path = REPO) -> list[str]:
+    import subprocess
+
+    out = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_contributing_layout_names_every_module_and_test_file():
+    """Every Python file git tracks in nlpcourse/, autograder/, tests/ and benchmarks/ (their top
+    level) is named in CONTRIBUTING's layout table, by its name, or, for a chapter's own module,
+    test or benchmark, by the ``<topic>`` rows (the topics: the checks modules' names)."""
+    named = {name.rsplit("/", 1)[-1] for name in re.findall(r"`([^`]+)`", layout_table())}
+    topics = {p.stem for p in (REPO / "nlpcourse" / "checks").glob("*.py")} - {"__init__", "core"}
+    missing = []
+    for path in tracked_files():
+        folder, _, name = path.partition("/")
+        if folder not in ("nlpcourse", "autograder", "tests", "benchmarks") or "/" in name:
+            continue
+        stem = name.removesuffix(".py")
+        if not name.endswith(".py") or name in named:
+            continue
+        if folder in ("nlpcourse", "benchmarks") and stem in topics:
+            continue
+        if (
+            folder == "tests"
+            and {stem.removeprefix("test_"), stem.removeprefix("test_checks_")} & topics
+        ):
+            continue
+        missing.append(path)
+    assert not missing, f"CONTRIBUTING.md's layout table does not name: {missing}"
+
+
+def test_readme_layout_names_every_module_of_the_package():
+    """The README's Layout lists the package's modules by name: each module is there."""
+    text = (REPO / "README.md").read_text()
+    layout = text[text.index("## Layout") :]
+    block = layout[layout.index("nlpcourse/") : layout.index("solutions/")]
+    named = set(re.findall(r"[a-z0-9_]+", block))
+    modules = {p.stem for p in (REPO / "nlpcourse").glob("*.py")} - {"__init__"}
+    assert modules <= named, f"the README's Layout does not name {sorted(modules - named)}"
