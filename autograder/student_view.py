@@ -10,6 +10,10 @@ by construction, computes nothing but what the exercise notebooks' own setup cel
   ``from nlpcourse.m import name`` and every ``nlpcourse.m.name`` they write. A used name keeps its
   code, and so does every top-level name of its module that it refers to, and so on, across
   modules (:func:`kept_names`);
+- the modules of the inputs (:data:`nlpcourse.guard.INPUT_MODULES`: the worked examples and the
+  corpus loaders, which students' cells use as the book does, ``brown_sents()``; no part grades
+  them) keep all their code, but what they import from another module of the package is that
+  module's view;
 - every other function and class of every module, public or private, at any depth (methods,
   nested functions), becomes a *stub* with its name and docstring whose call raises
   :class:`nlpcourse.guard.ReferenceUsedError`; every other top-level name (a constant, a table)
@@ -37,6 +41,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import nlpcourse
+from nlpcourse.guard import INPUT_MODULES
 
 PACKAGE = Path(nlpcourse.__file__).resolve().parent
 SOLUTIONS = PACKAGE.parent / "solutions"  # the notebooks whose setup cells say what is used
@@ -294,6 +299,9 @@ def build_view(into: Path, package: Path = PACKAGE, solutions: Path = SOLUTIONS)
         m: ast.parse(p.read_text(encoding="utf-8"), filename=str(p)) for m, p in modules.items()
     }
     kept = kept_names(trees, used_names(setup_cells(solutions), set(modules)))
+    for module in INPUT_MODULES:  # whole, but what they import from other modules stays a view
+        if module in trees:
+            kept[module] = set(_top_level(trees[module]))
     stubbed: list[str] = []
     for module, path in modules.items():
         relative = path.relative_to(package)

@@ -22,8 +22,9 @@ their classes included) refuses the same way, found by walking the modules, so t
 is not marked (``kn_prob``, ``align``, a method of a class) answers no more than the reference,
 and a function added to a chapter is covered without anyone listing it (issue 40 section 2). Left
 working: this module, the checks (:mod:`nlpcourse.checks`, whose objects a check hands to the
-student's function, a table model or a tagger) and the worked examples
-(:mod:`nlpcourse.examples`, the data the notebooks' setup cells load; no part grades them).
+student's function, a table model or a tagger) and the inputs (:data:`INPUT_MODULES`: the worked
+examples and the corpus loaders, which the notebooks' setup cells and students' cells use; no part
+grades them).
 
 What stays open inside one process: functions of a module first imported or re-executed while the
 switch is off and not marked (the marked ones refuse at once, see above), closures the package made
@@ -59,7 +60,11 @@ _modules_key = -1  # len(sys.modules) when the package's modules were last liste
 _modules: list[tuple[str, types.ModuleType]] = []  # the modules listed then
 _plan_key: list[tuple[int, int]] = []  # the modules (id, number of names) the plan was made for
 _plan_list: list[tuple[types.FunctionType, types.CodeType]] = []
-LEFT_WORKING = ("nlpcourse.guard", "nlpcourse.checks", "nlpcourse.examples")  # and submodules
+# The modules of the inputs: the book's worked examples and the corpus loaders, which the
+# notebooks' setup cells and the students' own cells use as the book does (loading Brown), and
+# which no part grades. The student view keeps them whole too (autograder/student_view.py).
+INPUT_MODULES = ("nlpcourse.examples", "nlpcourse.data")
+LEFT_WORKING = ("nlpcourse.guard", "nlpcourse.checks", *INPUT_MODULES)  # and their submodules
 
 
 class ReferenceUsedError(RuntimeError):
@@ -131,6 +136,8 @@ def _functions_in(value: object, module: str, depth: int = 0) -> Iterator[types.
     elif isinstance(value, property):
         for part in (value.fget, value.fset, value.fdel):
             yield from _functions_in(part, module, depth)
+    elif isinstance(getattr(value, "__wrapped__", None), types.FunctionType):  # functools.cache
+        yield from _functions_in(getattr(value, "__wrapped__"), module, depth)  # noqa: B009
     elif isinstance(value, type) and value.__module__ == module and depth < 8:
         for item in list(vars(value).values()):
             yield from _functions_in(item, module, depth + 1)
