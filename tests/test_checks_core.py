@@ -249,3 +249,22 @@ def test_compare_numbers_has_one_tolerance_policy():
     import inspect
 
     assert list(inspect.signature(compare_numbers).parameters) == ["expected", "got"]
+
+
+# ------------------------------------------------- issue 42: impossible values get a sanity message
+
+
+def test_impossible_values_get_a_sanity_message():
+    import nlpcourse.checks.hmm as hmm_checks
+    import nlpcourse.checks.parsing as parsing_checks
+    import nlpcourse.checks.seq2seq as s2s_checks
+    from nlpcourse.checks import CheckFailed, compare_counts
+
+    with pytest.raises(CheckFailed, match="cannot be above 0"):
+        hmm_checks.check_forward(lambda s, a, e: 0.5)
+    with pytest.raises(CheckFailed, match="cannot be above 0"):
+        parsing_checks.check_inside(lambda rules, words: 1.5)
+    with pytest.raises(CheckFailed, match="must sum to 1"):
+        s2s_checks.check_masked_softmax(lambda scores, mask: scores.exp())
+    assert "cannot be negative" in compare_counts({("a",): 1}, {("a",): -1})
+    assert "cannot be negative" not in compare_counts({("a",): 1}, {("a",): 2})

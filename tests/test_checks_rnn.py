@@ -262,3 +262,52 @@ def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_n
     check, student, named
 ):
     wrong_with_right_name_or_none(check, student, named)
+
+
+# ------------------------------------------- issue 42: architecture_for answers from the book
+
+
+def _book_rows() -> dict[str, str]:
+    """{architecture: the example tasks of its row} of the table in book/rnn.md."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "rnn.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        label = cells[0].split(",")[0] if cells else ""
+        if len(cells) == 3 and label in checks.ARCHITECTURES:
+            rows[label] = cells[2]
+    return rows
+
+
+def test_every_task_is_in_the_books_table_under_each_label_it_accepts():
+    rows = _book_rows()
+    assert set(rows) == set(checks.ARCHITECTURES)
+    for task in checks.TASKS:
+        right = {ANSWERS[task], checks.ALSO_RIGHT.get(task, ANSWERS[task])}
+        segments = [  # (row, what the row says of one task): the tasks are separated by ";"
+            (label, part) for label, text in rows.items() for part in text.split(";")
+            if task in part.lower()
+        ]  # fmt: skip
+        named = {label for label, _ in segments}
+        framed = {
+            other for _, part in segments for other in checks.ARCHITECTURES
+            if f"framed as {other}" in part
+        }  # fmt: skip
+        assert named | framed == right, (task, named, framed)
+
+
+def test_a_contested_task_is_right_in_both_readings(capsys):
+    for task, other in checks.ALSO_RIGHT.items():
+        student = {**ANSWERS, task: other}.__getitem__
+        checks.check_architecture_for(student)
+        checks.check_architecture_for(student, hidden=True)
+    assert "cases pass" in capsys.readouterr().out
+
+
+def test_the_visible_check_grades_one_task_of_each_kind():
+    assert {ANSWERS[task] for task in checks.VISIBLE_TASKS} == set(checks.ARCHITECTURES)
+    wrong = {**ANSWERS, "machine translation": "many-to-many"}.__getitem__
+    with pytest.raises(CheckFailed, match="machine translation"):
+        checks.check_architecture_for(wrong)

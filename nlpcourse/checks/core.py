@@ -52,10 +52,12 @@ pass where one answer is right.
 here, and far tighter than any mistake the checks know), ``inf`` and ``-inf`` only equal
 themselves, and ``nan`` is never right. Integers, labels, paths and n-gram keys compare exactly.
 Counts must be whole numbers: ``int`` or ``numpy`` integers, or floats with a whole value (``2.0``
-from ``defaultdict(float)``); ``2.5`` or ``True`` is not a count. Compare functions:
-:func:`compare_numbers`, :func:`compare_arrays`, :func:`compare_counts`, :func:`compare_exact`,
-:func:`compare_scores` (a dict of numbers with given keys); each returns ``""`` when the answer is
-right, else what is wrong, in words.
+from ``defaultdict(float)``); ``2.5``, ``-1`` or ``True`` is not a count. Impossible values get a
+sanity message of their own: a log probability above 0 (:func:`impossible_log_probability`), a
+distribution with a negative entry or not summing to 1 (:func:`impossible_distribution`).
+Compare functions: :func:`compare_numbers`, :func:`compare_arrays`, :func:`compare_counts`,
+:func:`compare_exact`, :func:`compare_scores` (a dict of numbers with given keys); each returns
+``""`` when the answer is right, else what is wrong, in words.
 
 **Known mistakes, in one form.** A check may pass ``mistakes=``: a function of the case's
 arguments that returns :class:`Mistake` objects, each the answer the usual mistake gives on this
@@ -399,6 +401,34 @@ def compare_numbers(expected: float, got: Any) -> str:
     return f"expected {expected!r}, got {number!r}"
 
 
+def impossible_log_probability(got: Any, name: str = "a log probability") -> str:
+    """A sanity message when ``got`` is a number above 0 where a log probability belongs (a
+    probability is at most 1, so its log is at most 0), else ''."""
+    number = _number(got)
+    if number is None or not number > 1e-9:
+        return ""
+    return (
+        f"\n{name} cannot be above 0 (a probability is at most 1), and yours is {number!r}: "
+        "did a sum start at 0.0 where log(0) = -inf belongs, or add probabilities where logs go?"
+    )
+
+
+def impossible_distribution(got: Any, axis: int = -1, name: str = "row") -> str:
+    """A sanity message when ``got`` (an array of probabilities) has a negative entry or a
+    ``name`` along ``axis`` that does not sum to 1, else ''."""
+    array, _ = as_array(got)
+    if array is None or array.ndim == 0 or not np.isfinite(array).all():
+        return ""
+    if (array < -ATOL).any():
+        return "\na probability cannot be negative, and yours has " + repr(float(array.min()))
+    sums = array.sum(axis=axis)
+    if np.allclose(sums, 1.0, rtol=RTOL, atol=1e-6):
+        return ""
+    return f"\neach {name} is a distribution and must sum to 1; yours sum to " + show(
+        np.round(sums, 4).reshape(-1)[:8].tolist()
+    )
+
+
 def as_array(got: Any, name: str = "the answer") -> tuple[np.ndarray | None, str]:
     """``got`` (a plain answer) as a float64 array, or None and what is wrong."""
     if got is None:
@@ -493,6 +523,8 @@ def compare_counts(expected: Any, got: Any, what: str = "n-gram") -> str:
                 f"the count of {key!r} is {value!r} ({type(value).__name__}): a count is a whole "
                 "number of occurrences (an int)"
             )
+        if count < 0:
+            return f"the count of {key!r} is {count}: a count cannot be negative"
         if count:
             counts[key] = count
     missing = [k for k in expected if k not in counts]

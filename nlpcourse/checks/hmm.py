@@ -36,6 +36,7 @@ from nlpcourse.checks.core import (
     compare_arrays,
     compare_numbers,
     compare_scores,
+    impossible_log_probability,
     n_random,
     np_rng,
     py_rng,
@@ -103,7 +104,7 @@ def _random_cases(
             if possible and not (unique_best and truth["best"] - truth["second"] < 1e-6):
                 break
         label = f"random, {N} tags, {T} words" + (", with -inf entries" if p_zero else "")
-        cases.append(Case(tables, names, hint + ("; " + INF_HINT if p_zero else ""), label))
+        cases.append(Case(tables, names, hint, label))  # INF_HINT: where the answer has nan
     return cases
 
 
@@ -433,7 +434,13 @@ def _compare_forward(want: float, got: Any) -> str:
     problem = compare_numbers(want, got)
     if problem and np.isfinite(want) and got == -math.inf:
         problem += "\nyou returned -inf (probability 0), but some tag sequence is possible"
-    return problem
+    elif problem and _number_is_nan(got):
+        problem += "\nhint: " + INF_HINT
+    return problem + impossible_log_probability(got, "log P(words)") if problem else ""
+
+
+def _number_is_nan(got: Any) -> bool:
+    return isinstance(got, float) and math.isnan(got)
 
 
 def check_forward(forward: Callable, hidden: bool = False) -> None:
@@ -539,6 +546,9 @@ def _compare_viterbi(want: Expected, got: Any) -> str:
     logprob_problem = compare_numbers(want_logprob, got_logprob)
     if path == want_path and not logprob_problem:
         return ""
+    logprob_problem += impossible_log_probability(got_logprob) if logprob_problem else ""
+    if logprob_problem and _number_is_nan(got_logprob):
+        logprob_problem += "\nhint: " + INF_HINT
     lines = []
     if logprob_problem:
         lines.append("log probability: " + logprob_problem)

@@ -24,6 +24,7 @@ from nlpcourse.checks.core import (
     Mistake,
     compare_numbers,
     compare_scores,
+    impossible_log_probability,
     n_random,
     py_rng,
     run_check,
@@ -610,7 +611,7 @@ def _compare_viterbi(expected: Any, got: Any) -> str:
     tree, logp = expected
     problem = compare_numbers(logp, got[1])
     if problem:
-        return f"the log probability: {problem}"
+        return f"the log probability: {problem}" + impossible_log_probability(got[1])
     if _plain_tree(got[0]) != tree:
         return f"the log probability is right but the tree is not: expected {show(tree)}"
     return ""
@@ -669,12 +670,17 @@ def _inside_mistakes(rules: list, words: list[str]) -> list[Mistake]:
 
 def check_inside(inside: Callable, hidden: bool = False) -> None:
     """log P(words), summed over all trees, by the inside algorithm."""
+
+    def compare(expected: float, got: Any) -> str:
+        problem = compare_numbers(expected, got)
+        return problem + impossible_log_probability(got, "log P(words)") if problem else ""
+
     run_check(
         "inside",
         inside,
         parsing.inside,
         _pcfg_cases(hidden, long_case=True),
-        compare_numbers,
+        compare,
         mistakes=_inside_mistakes,
     )
 

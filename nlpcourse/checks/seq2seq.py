@@ -26,6 +26,7 @@ from nlpcourse.checks.core import (
     Mistake,
     compare_arrays,
     compare_numbers,
+    impossible_distribution,
     n_random,
     np_rng,
     py_rng,
@@ -130,7 +131,8 @@ def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor) -> list[Mistake]
 
 def _compare_weights(want: Expected, got: Any) -> str:
     B, S = want.value.shape
-    return compare_arrays(want.value, got, "the weights", f"(B, S) = ({B}, {S}), like scores")
+    problem = compare_arrays(want.value, got, "the weights", f"(B, S) = ({B}, {S}), like scores")
+    return problem + impossible_distribution(got, name="row of weights") if problem else ""
 
 
 def check_masked_softmax(masked_softmax: Callable, hidden: bool = False) -> None:
