@@ -160,8 +160,10 @@ KINDS = [
     Kind(
         "renamed-test-cell-and-points",
         NG,
-        "a test cell's grade_id renamed and every test cell made worth 100 points",
+        "a test cell's grade_id renamed and every test cell made worth 100 points (a test cell "
+        "the assignment does not have is not run, and flags the submission: issue 40 §3)",
         edited(NG, {}, rename_tests_and_points),
+        statuses=FLAGGED,
         plain=SAME,
     ),
     Kind(
@@ -207,8 +209,11 @@ KINDS = [
     Kind(
         "scratch-cell-loops",
         NG,
-        "a cell of the student's own (no nbgrader metadata) loops forever; every answer right",
+        "a cell of the student's own (no nbgrader metadata) loops forever; every answer right "
+        "(the cell runs, as nbgrader runs it, is interrupted at its limit and flags the "
+        "submission: issue 41 §2)",
         edited(NG, {}, scratch_loop),
+        statuses=FLAGGED,
         plain=SAME,
     ),
 ]
