@@ -233,7 +233,7 @@ def backoff_stream(
 @njit_cached
 def span_hashes(pieces: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """MurmurHash64A (seed 0, as KenLM's vocabulary) of every span ``starts[i]:ends[i]`` (W,) of
-    a buffer whose 8 bytes from byte i on are ``pieces[i]`` (little-endian), as int64, the empty
+    a buffer whose 8 bytes from byte i on are ``pieces[i]``, read little-endian; as int64, the empty
     slot's 64 bits (:data:`EMPTY`) remapped to :data:`EMPTY_REMAPPED`. The readable twin is
     :func:`nlpcourse.arpa.word_hash`, one word at a time.
 
