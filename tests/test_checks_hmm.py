@@ -359,3 +359,16 @@ def test_plausible_wrong_answers_fail_the_visible_cases_with_the_right_name_or_n
     check, student, named
 ):
     wrong_with_right_name_or_none(check, student, named)
+
+
+def test_viterbi_without_the_start_distribution_is_told_to_check_it():
+    """Issue 42: a right path with a score that leaves out log_start got advice its code
+    already followed ("return max_j delta_T(j))"."""
+
+    def student(log_start, log_trans, log_emit):
+        path, _ = student_viterbi(log_start, log_trans, log_emit)
+        return path, student_viterbi(np.zeros_like(log_start), log_trans, log_emit)[1]
+
+    with pytest.raises(CheckFailed) as failed:
+        checks.check_viterbi(student)
+    assert "log_start" in str(failed.value).split("got:")[1], str(failed.value)

@@ -311,3 +311,21 @@ def test_the_visible_check_grades_one_task_of_each_kind():
     wrong = {**ANSWERS, "machine translation": "many-to-many"}.__getitem__
     with pytest.raises(CheckFailed, match="machine translation"):
         checks.check_architecture_for(wrong)
+
+
+def test_bptt_with_the_states_off_by_one_is_told_where_to_look_from_what_is_right():
+    """Issue 42: hs[t - 1] in dW_hy (db_y right) used to be sent to the one-hot subtraction."""
+
+    def student(x, targets, hs, y_hat, params):
+        grads = rnn_backward(x, targets, hs, y_hat, params)
+        dW_hy = np.zeros_like(params["W_hy"])
+        for t in range(len(x), 0, -1):
+            do = y_hat[t - 1].copy()
+            do[targets[t - 1]] -= 1
+            dW_hy += np.outer(do, hs[t - 1])  # the state before the step
+        return {**grads, "W_hy": dW_hy}
+
+    with pytest.raises(CheckFailed) as failed:
+        checks.check_rnn_backward(student)
+    assert "db_y is right" in str(failed.value), str(failed.value)
+    assert "onehot" not in str(failed.value).split("where to look")[1].splitlines()[0]

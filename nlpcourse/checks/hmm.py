@@ -576,8 +576,9 @@ def _compare_viterbi(want: Expected, got: Any) -> str:
         lines.append("you returned a probability: return its log")
     elif path == want_path:
         lines.append(
-            "the path is right but its log probability is not: return max_j delta_T(j), "
-            "the score of the best path"
+            "the path is right but its log probability is not: it is the score of the best "
+            "path, log pi_{path[0]} + log b(o_1) + the sum of log a + log b over the later "
+            "words; check that delta_1 starts with log_start and every term is added once"
         )
     return "\n".join(lines)
 

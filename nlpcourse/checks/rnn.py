@@ -420,8 +420,13 @@ def _compare_grads(want: Expected, got: Any) -> str:
     )
     named = name_mistake(want.value, got, _bptt_mistakes(*want.args), same_on_keys)
     if named is None and shapes_right:  # where to look, when no known mistake fits
-        if "W_hy" in problems or "b_y" in problems:
+        if "b_y" in problems:
             hint = BPTT_MISTAKES["no-onehot"] + "; then dW_hy = sum_t dL/ds_t h_t^T (hs[t])"
+        elif "W_hy" in problems:  # db_y right: dL/ds_t is right, the state it multiplies is not
+            hint = (
+                "db_y is right, so dL/ds_t is; dW_hy = sum_t dL/ds_t h_t^T takes h_t = hs[t] "
+                "(hs[0] is h_0, the state before the first step)"
+            )
         elif "b_h" in problems:
             hint = (
                 "dW_hy and db_y are right, so look at delta_t = (1 - h_t^2) * (W_hy^T dL/ds_t "
