@@ -286,7 +286,9 @@ def demo_class(folder: Path, students: int = 32) -> None:
         target = folder / "autograder" / "submitted" / student / assignment
         target.mkdir(parents=True)
         nbformat.write(mistaken(assignment, made), target / name)
-    course = ["--course", str(folder / "autograder")]
+    # its own gradebook, whatever NLPCOURSE_DB_URL names (the instructor's PostgreSQL gradebook)
+    db = f"sqlite:///{folder / 'autograder' / 'gradebook.db'}"
+    course = ["--course", str(folder / "autograder"), "--db-url", db]
     for command in (
         ["grade", assignment, *course, "--no-feedback"],
         ["report", assignment, *course],
