@@ -76,7 +76,7 @@ def read_class(course: Any, assignment: str) -> tuple[dict[str, float], list[Cla
     """The graded cells of ``assignment`` (grade_id: points, in the source notebook's order) and
     the class's rows from the course's gradebook: its students, and those with a folder in
     ``submitted/`` not yet in the gradebook."""
-    from autograder.classgrader import CourseError
+    from autograder.course import CourseError
 
     gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
     try:
@@ -101,7 +101,7 @@ def source_order(course: Any, assignment: str) -> list[str]:
     """The grade_ids of the assignment's source notebook, in order ([] when it is not there)."""
     import json
 
-    from autograder.classgrader import grade_ids
+    from autograder.course import grade_ids
 
     folder = course.folder(course.coursedir.source_directory, ".", assignment)
     order: list[str] = []
@@ -123,7 +123,7 @@ def extend(course: Any, assignment: str, student: str, **duration: float) -> Cla
     Returns the student's row after."""
     from nbgrader.api import MissingEntry
 
-    from autograder.classgrader import CourseError
+    from autograder.course import CourseError
 
     gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
     try:
@@ -147,7 +147,7 @@ def extend(course: Any, assignment: str, student: str, **duration: float) -> Cla
 
 def main(argv: Sequence[str] | None = None) -> None:
     from autograder import postgres
-    from autograder.classgrader import CourseError, add_course_arguments, load_course
+    from autograder.course import CourseError, add_course_arguments, load_course
 
     parser = argparse.ArgumentParser(
         prog="python -m autograder.formgrader",

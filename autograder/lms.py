@@ -102,7 +102,7 @@ def read_scores(path: Path, kind: str, id_column: str = "SIS Login ID") -> dict[
 
 def main(argv: Sequence[str] | None = None) -> None:
     from autograder import postgres
-    from autograder.classgrader import CourseError, add_course_arguments, load_course
+    from autograder.course import CourseError, add_course_arguments, load_course
     from autograder.inert import for_terminal
 
     parser = argparse.ArgumentParser(

@@ -390,7 +390,7 @@ def class_report(course: Any, assignment: str) -> ClassReport:
 
 def main(argv: Sequence[str] | None = None) -> None:
     from autograder import postgres
-    from autograder.classgrader import CourseError, add_course_arguments, load_course
+    from autograder.course import CourseError, add_course_arguments, load_course
 
     parser = argparse.ArgumentParser(
         prog="python -m autograder report",
