@@ -16,7 +16,10 @@ README tells the instructor to. What is changed before a command runs, and why:
 * ``--student ana ben`` names two students of the copy;
 * ``--nworkers 16`` (a worker machine of 16 cores) is ``--nworkers 2``;
 * on SQLite, the block of "A gradebook in PostgreSQL" is left out (its URLs name your server; the
-  PostgreSQL round runs it).
+  PostgreSQL round runs it);
+* on PostgreSQL, the demos (``grading.py demo`` and ``demo-class``) are left out: each grades in a
+  course folder with a SQLite gradebook of its own, whatever ``NLPCOURSE_DB_URL`` says, so the
+  SQLite round has run them already.
 
 A command whose service cannot start (PostgreSQL, bubblewrap) is skipped with the reason.
 """
@@ -45,6 +48,7 @@ README = REPO / "README.md"
 SECTION = "## For instructors: grading with nbgrader"
 SERVICES = ("dask scheduler", "dask worker", "jupyter lab")
 PG_BLOCK = "export NLPCOURSE_DB_URL="  # how the PostgreSQL block starts
+DEMO = "autograder/grading.py demo"  # the demos: a sandbox course with its own SQLite gradebook
 ASSIGNMENT = "01-ngrams"
 
 
@@ -198,6 +202,8 @@ def run_round(root: Path, db_url: str | None) -> dict[str, str]:
                 line.startswith("export NLPCOURSE_DB_URL=") for line in block
             ):
                 continue  # the PostgreSQL block: run by the PostgreSQL round
+            if db_url is not None and any(DEMO in line for line in block):
+                continue  # a demo grades in a course and gradebook of its own: run once, on SQLite
             script: list[str] = []
             for line in block:
                 if is_service(line) and "jupyter lab" not in line:
