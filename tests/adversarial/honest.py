@@ -73,13 +73,15 @@ return float(_np.max(alpha))
 }
 
 
-def added_cells(assignment: str, helper_of: str, helper: str, moved: str):
-    """Right, written as students write it (issue 41 §2): the cell ``helper_of`` uses a helper
-    function defined in a new cell just above it, and the solution of ``moved`` is in a new cell
-    after its solution cell, which keeps the release's stub. nbgrader runs every cell in order."""
+def added_cells(assignment: str, helper_of: str, helper: str, with_helper: str, moved: str):
+    """Right, written as students write it (issue 41 §2): the cell ``helper_of`` holds
+    ``with_helper``, which uses a helper function defined in a new cell just above it, and the
+    solution of ``moved`` is in a new cell after its solution cell, which keeps the release's stub.
+    nbgrader runs every cell in order."""
 
     def make(target: Target) -> Submission:
         code = dict(honest_code(assignment))
+        code[helper_of] = with_helper
         moved_code = code.pop(moved)
         nb = grading.submission(assignment, code)  # the cell `moved` as released
         ids = [grade_id(cell) for cell in nb.cells]
@@ -152,7 +154,7 @@ KINDS = [
         "added-cells-ngrams",
         "01-ngrams",
         "right; a helper function in a new cell, and addk_prob written in a new cell of its own",
-        added_cells("01-ngrams", "mle_prob", NGRAM_HELPER, "addk_prob"),
+        added_cells("01-ngrams", "mle_prob", NGRAM_HELPER, NGRAM_WITH_HELPER, "addk_prob"),
         honest=True,
         plain=("mle_prob", "addk_prob"),  # the plain grader runs solution cells only
     ),
