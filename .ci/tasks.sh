@@ -88,7 +88,8 @@ case "${1:-}" in
         ruff check .
         ruff format --check .
         mypy  # the package nlpcourse/, configured in pyproject.toml
-        pytest -m "slow or not slow"  # all of them: a plain pytest leaves the slow ones out
+        # all of them (a plain pytest leaves the slow ones out); the 30 slowest are listed at the end
+        pytest -m "slow or not slow" --durations=30
         ;;
     *)
         echo "usage: bash .ci/tasks.sh setup|book|test" >&2

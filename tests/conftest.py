@@ -65,3 +65,20 @@ def book_build() -> BookBuild:
     check = run([sys.executable, str(REPO / ".ci" / "check_build.py"), str(build)])
     assert check.returncode == 0, check.stdout + check.stderr
     return BookBuild(build=build, output=output + check.stdout)
+
+
+@pytest.fixture(autouse=True)
+def _torch_default_dtype_unchanged():
+    """A test that changes torch's default dtype must put it back: the next test (a recorded
+    run's first losses, a layer's choice of path) would silently compute in another precision.
+    Checked after every test; a test that first imports torch starts from its float32."""
+    torch = sys.modules.get("torch")
+    before = torch.get_default_dtype() if torch else "torch.float32"
+    yield
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    after = torch.get_default_dtype()
+    if str(after) != str(before):
+        torch.set_default_dtype(torch.float32 if isinstance(before, str) else before)
+        pytest.fail(f"the test left torch's default dtype {before} as {after}")

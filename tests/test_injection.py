@@ -503,13 +503,16 @@ def test_nbgrader_routes_messages_show_names_inertly(tmp_path):
     handler = logging.Handler()
     handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
     logger = get_logger()
+    level = logger.level  # an earlier test's nbgrader application may have left it at CRITICAL
     logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)  # nbgrader's default level
     try:
         check = course_nbgrader.file_name_check(str(services.REPO / "solutions"))
         folder = tmp_path / "submitted" / "m\x1b[2K" / ASSIGNMENT
         check(ASSIGNMENT, "m\x1b[2K", [str(folder / "evil\x1b[1A\r\udcff.ipynb")])
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
     (message,) = [m for m in seen if "expected" in m]
     assert "\x1b" not in message and "\r" not in message and "\\x1b[1A" in message
     report = course_nbgrader.ExplainedFailure()

@@ -370,6 +370,19 @@ def run_part(notebook: Path, part: str, source: str, test: str) -> dict[str, lis
     """The part's mutants sorted into "killed" (by the visible check), "missed" (killed by the
     hidden check only), "slow" (passed the visible check, ran past the time limit on the hidden
     one), "equivalent" (listed) and "unexplained" (survivors not listed)."""
+
+    import torch
+
+    # the notebook's setup cells run in this process and may change torch's default dtype (04-rnn
+    # sets float64): the next tests must find it as it was
+    dtype = torch.get_default_dtype()
+    try:
+        return _run_part(notebook, part, source, test)
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+def _run_part(notebook: Path, part: str, source: str, test: str) -> dict[str, list]:
     import importlib
 
     namespace: dict = {}

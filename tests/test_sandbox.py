@@ -785,7 +785,14 @@ def test_parts_that_finished_in_time_keep_their_points(row):
     earned = earned_in_order(result)  # a part depends only on the cells before its test
     assert earned == sorted(earned, reverse=True), result.parts
     assert result.needs_review
-    assert any(f"notebook's time limit ({limits.notebook_seconds:g} s" in r for r in result.reasons)
+    notebook_limit = f"notebook's time limit ({limits.notebook_seconds:g} s"
+    cell_limit = f"time limit of {limits.call_seconds:g} s per cell"
+    if LOOP_HERE in "".join(code.values()):
+        # the loop starts with about 4.5 s of the notebook's 12 left: which of the two limits
+        # fires first depends on half a second of start-up, and the reason names that one
+        assert any(notebook_limit in r or cell_limit in r for r in result.reasons), result.reasons
+    else:  # nothing is stuck: only the notebook's limit can fire
+        assert any(notebook_limit in r for r in result.reasons), result.reasons
     assert not any("the rest graded" in r for r in result.reasons), result.reasons
 
 
