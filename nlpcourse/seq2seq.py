@@ -652,6 +652,35 @@ class Seq2Seq(nn.Module):
         removed: they extend only with ``<pad>``, at no cost, and skip the decoder.
 
         Returns the phone ids of each word (without ``</s>``) and that normalised score."""
+        tokens, score, length = self._beam(src, beam_size, max_len)
+        normalised = score / length.clamp(min=1) ** length_penalty  # (beam-norm), (B, K)
+        best = normalised.argmax(1)  # (B,)
+        B = src.shape[0]
+        seqs = [_until_eos(tokens[b, best[b]].tolist()) for b in range(B)]
+        return seqs, normalised[torch.arange(B), best].tolist()
+
+    @torch.no_grad()
+    def beam_nbest(
+        self, src: Tensor, beam_size: int = 5, max_len: int = 30
+    ) -> list[list[tuple[list[int], float]]]:
+        """The whole final beam of :meth:`beam_search` for each word: its hypotheses (phone ids
+        without ``</s>``) with their summed log-probabilities ``log P(y | x)``, best first
+        (hypotheses of probability 0, which fill the beam of a short word, left out). The N-best
+        list that rescoring with another model starts from (chapter 5, "A joint-sequence n-gram
+        model")."""
+        tokens, score, _ = self._beam(src, beam_size, max_len)
+        out = []
+        for b in range(src.shape[0]):
+            order = torch.argsort(score[b], descending=True, stable=True).tolist()
+            out.append([
+                (_until_eos(tokens[b, k].tolist()), float(score[b, k]))
+                for k in order if score[b, k] > -math.inf
+            ])  # fmt: skip
+        return out
+
+    def _beam(self, src: Tensor, beam_size: int, max_len: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The search of :meth:`beam_search`; returns the final beam: tokens (B, K, T), summed
+        log-probabilities (B, K) and lengths counting ``</s>`` (B, K)."""
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
         if max_len < 1:
@@ -690,10 +719,7 @@ class Seq2Seq(nn.Module):
                 y = token.view(B * K)
                 if (ended | torch.isinf(score)).all():
                     break  # early stopping: every beam holds K ended hypotheses
-        normalised = score / length.clamp(min=1) ** length_penalty  # (beam-norm), (B, K)
-        best = normalised.argmax(1)  # (B,)
-        seqs = [_until_eos(tokens[b, best[b]].tolist()) for b in range(B)]
-        return seqs, normalised[torch.arange(B), best].tolist()
+        return tokens, score, length
 
     def sequence_logprob(
         self, src: Tensor, ys: Sequence[Sequence[int]], eos: bool = True
@@ -899,6 +925,54 @@ def transcribe(
         else:
             ids = model.sample(x, max_len, temperature, gen)
         out.extend(tgt.decode(row) for row in ids)
+    return out
+
+
+def nbest(
+    model: Seq2Seq,
+    words: Sequence[str],
+    src: Vocab,
+    tgt: Vocab,
+    beam_size: int = 10,
+    max_len: int = 30,
+    batch_size: int = 256,
+) -> list[list[tuple[Pron, float]]]:
+    """Each word's final beam (:meth:`Seq2Seq.beam_nbest`) as pronunciations with their
+    ``log P(y | x)``, best first; a pronunciation reached twice keeps its best score."""
+    out: list[list[tuple[Pron, float]]] = []
+    for start in range(0, len(words), batch_size):
+        x = pad_batch([src.encode(w) for w in words[start : start + batch_size]])  # (B, S)
+        for beam in model.beam_nbest(x, beam_size, max_len):
+            best: dict[Pron, float] = {}
+            for ids, score in beam:
+                pron = tgt.decode(ids)
+                best[pron] = max(best.get(pron, -math.inf), score)
+            out.append(list(best.items()))
+    return out
+
+
+def pronunciation_logprobs(
+    model: Seq2Seq,
+    words: Sequence[str],
+    prons: Sequence[Sequence[str]],
+    src: Vocab,
+    tgt: Vocab,
+    batch_size: int = 256,
+) -> list[float]:
+    """``log P(pron | word)`` of given pairs by teacher forcing (:meth:`Seq2Seq.sequence_logprob`,
+    ``</s>`` included): the RNN's score of any candidate pronunciation, e.g. another model's.
+    An empty pronunciation or one with a phone the model does not know gets ``-inf``."""
+    if len(words) != len(prons):
+        raise ValueError(f"{len(words)} words for {len(prons)} pronunciations")
+    out = [-math.inf] * len(words)
+    known = [i for i, p in enumerate(prons) if p and all(ph in tgt.index for ph in p)]
+    with evaluating(model):  # no dropout
+        for start in range(0, len(known), batch_size):
+            rows = known[start : start + batch_size]
+            x = pad_batch([src.encode(words[i]) for i in rows])  # (B, S)
+            ys = [tgt.encode(prons[i]) for i in rows]
+            for i, logp in zip(rows, model.sequence_logprob(x, ys), strict=True):
+                out[i] = logp
     return out
 
 
