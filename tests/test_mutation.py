@@ -46,110 +46,152 @@ SAME_START = "both start from zero (0 and 0.0 are the same number)"
 OUTSIDE = "the extra loop reaches only cells outside the sentence or empty cells, which add nothing"
 ONE_LEXICAL = "a grammar has one rule per nonterminal and word, so a cell's first value is its best"
 
-# (part, the mutant's description): why it computes what the solution computes on every input the
-# exercise allows (a mutant both checks pass must be listed here, or the test fails)
-EQUIVALENT: dict[tuple[str, str], str] = {
-    ("addk_prob", "line 1: 1.0 -> 2.0"): DEFAULT,
-    ("addk_tables", "line 1: 1.0 -> 2.0"): DEFAULT,
-    ("layer_norm", "line 1: 1e-05 -> 1.00001"): DEFAULT,
-    ("perplexity", "line 4: the first two items of a tuple swapped"): SAME_START,
-    ("tagging_accuracy", "line 5: the first two items of a tuple swapped"): (
-        "both start as empty Counters"
-    ),
-    ("kn_bigram_prob", "line 15: 0 -> -1"): (
-        "an unseen bigram's count enters only max(c - d, 0), which is 0 for c = 0 and c = -1"
-    ),
-    ("forward", "line 5: log_emit -> log_emit + 1"): SHAPE,
-    ("forward", "line 7: the argument axis= dropped"): "axis=0 is logaddexp.reduce's default",
-    ("viterbi", "line 4: log_emit -> log_emit + 1"): SHAPE,
-    ("viterbi", "line 6: T -> T + 1"): "the extra row of back pointers is never read",
-    ("tagging_accuracy", "line 6: the argument strict= dropped"): STRICT,
-    ("tagging_accuracy", "line 7: the argument strict= dropped"): STRICT,
-    ("tagging_accuracy", "line 6: True -> False"): STRICT,
-    ("tagging_accuracy", "line 7: True -> False"): STRICT,
-    ("parseval", "line 22: the argument strict= dropped"): STRICT,
-    ("cky_recognize", "line 25: Add keeps only its left term"): OUTSIDE,
-    ("cky_recognize", "line 23: n -> n + 1"): OUTSIDE,
-    ("count_parses", "line 10: n -> n + 1"): OUTSIDE,
-    ("count_parses", "line 11: Sub keeps only its left term"): OUTSIDE,
-    ("count_parses", "line 13: Add keeps only its right term"): OUTSIDE,
-    ("viterbi_cky", "line 11: n -> n + 1"): OUTSIDE,
-    ("viterbi_cky", "line 12: 1 -> 2"): OUTSIDE,
-    ("viterbi_cky", "line 14: 1 -> 0"): OUTSIDE,
-    ("viterbi_cky", "line 9: logp -> logp + 1"): ONE_LEXICAL,
-    ("viterbi_cky", "line 9: the index [...] dropped"): ONE_LEXICAL,
-    ("viterbi_cky", "line 9: i -> i + 1"): ONE_LEXICAL,
-    ("inside", "line 17: Add keeps only its right term"): ONE_LEXICAL,
-    ("inside", "line 9: unary minus dropped"): (
-        "logaddexp's second argument is a log probability, never inf, so the test is never true"
-    ),
-    ("inside", "line 28: the first two arguments of a call swapped"): "logaddexp is symmetric",
-    ("inside", "line 23: 1 -> 0"): OUTSIDE,
-    ("rnn_backward", "line 6: hs -> hs + 1"): SHAPE,
-    ("edit_distance", "line 8: the first two arguments of a call swapped"): "min is symmetric",
-    ("edit_distance", "line 6: 0 -> -1"): "every entry but the first is overwritten before read",
-    ("masked_softmax", "line 4: unary minus dropped"): "dim=1 is dim=-1 for (B, S) scores",
-    ("masked_softmax", "line 4: scores -> scores + 1"): SHIFT,
-    ("dot_attention", "line 4: keys -> keys + 1"): (
-        "the scores of a row all grow by the sum of the query: " + SHIFT
-    ),
-    ("greedy_decode", "line 7: log_probs -> log_probs + 1"): SHIFT,
-    ("beam_search", "line 13: lp -> lp + 1"): "lp + 1 is -inf exactly when lp is",
-    ("scaled_dot_product_attention", "line 8: scores -> scores + 1"): SHIFT,
-    ("scaled_dot_product_attention", "line 7: scores -> scores + 1"): SHIFT,
-    ("scaled_dot_product_attention", "line 4: q -> q + 1"): SHAPE,
-    ("scaled_dot_product_attention", "line 5: k -> k + 1"): (
-        "the scores of a query all grow by the sum of the query over sqrt(d_k): " + SHIFT
-    ),
-    ("causal_mask", "line 4: the argument dtype= dropped"): (
-        "a mask of 1.0 and 0.0 is accepted as the booleans it stands for"
-    ),
-    ("split_heads", "line 5: the first two arguments of a call swapped"): (
-        "transpose(2, 1) is transpose(1, 2)"
-    ),
-    ("split_heads", "line 4: x -> x + 1"): SHAPE,
-    ("merge_heads", "line 4: x -> x + 1"): SHAPE,
-    ("merge_heads", "line 5: the first two arguments of a call swapped"): (
-        "transpose(2, 1) is transpose(1, 2)"
-    ),
-    ("kn_bigram_prob", "line 8: the first two arguments of a call swapped"): "max is symmetric",
-    ("viterbi", "line 6: the argument dtype= dropped"): (
+# (part, the text of the line the mutant edits, the edit): why it computes what the solution
+# computes on every input the exercise allows (a mutant both checks pass must be listed here, or
+# the test fails). A line is named by its text, its comment left out, not by its number, which
+# moves when a line is added above it; a listed mutant that the solution no longer makes fails
+# test_every_listed_equivalent_mutant_is_one_of_the_parts_mutants.
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    (
+        "addk_prob",
+        "def addk_prob(counts, context, word, vocab_size, k=1.0):",
+        "1.0 -> 2.0",
+    ): DEFAULT,
+    (
+        "addk_tables",
+        "def addk_tables(tagged_sentences, tags, words, k=1.0):",
+        "1.0 -> 2.0",
+    ): DEFAULT,
+    ("layer_norm", "def layer_norm(x, gamma, beta, eps=1e-5):", "1e-05 -> 1.00001"): DEFAULT,
+    ("perplexity", "total_log, N = 0.0, 0", "the first two items of a tuple swapped"): SAME_START,
+    ("forward", "for t in range(1, len(log_emit)):", "log_emit -> log_emit + 1"): SHAPE,
+    (
+        "tagging_accuracy",
+        "for (word, gold), tag in zip(sentence, tags, strict=True):",
+        "the argument strict= dropped",
+    ): STRICT,
+    ("count_parses", "for k in range(i + 1, j):", "Add keeps only its right term"): OUTSIDE,
+    (
+        "masked_softmax",
+        "return torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)",
+        "unary minus dropped (2nd)",
+    ): "dim=1 is dim=-1 for (B, S) scores",
+    (
+        "masked_softmax",
+        "return torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)",
+        "scores -> scores + 1",
+    ): SHIFT,
+    ("greedy_decode", "y = int(torch.argmax(log_probs))", "log_probs -> log_probs + 1"): SHIFT,
+    (
+        "scaled_dot_product_attention",
+        "weights = torch.softmax(scores, dim=-1)",
+        "scores -> scores + 1",
+    ): SHIFT,
+    (
+        "scaled_dot_product_attention",
+        'scores = scores.masked_fill(~mask, float("-inf"))',
+        "scores -> scores + 1",
+    ): SHIFT,
+    (
+        "scaled_dot_product_attention",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)",
+        "k -> k + 1",
+    ): ("the scores of a query all grow by the sum of the query over sqrt(d_k): " + SHIFT),
+    (
+        "causal_mask",
+        "return torch.ones(T, T, dtype=torch.bool).tril()",
+        "the argument dtype= dropped",
+    ): ("a mask of 1.0 and 0.0 is accepted as the booleans it stands for"),
+    (
+        "split_heads",
+        "return x.view(B, T, H, D // H).transpose(1, 2)",
+        "the first two arguments of a call swapped",
+    ): ("transpose(2, 1) is transpose(1, 2)"),
+    ("split_heads", "B, T, D = x.shape", "x -> x + 1"): SHAPE,
+    ("merge_heads", "B, H, T, Dh = x.shape", "x -> x + 1"): SHAPE,
+    (
+        "merge_heads",
+        "return x.transpose(1, 2).reshape(B, T, H * Dh)",
+        "the first two arguments of a call swapped (2nd)",
+    ): ("transpose(2, 1) is transpose(1, 2)"),
+    (
+        "kn_bigram_prob",
+        "max(n_left[word] - d, 0) / len(bigram_types)",
+        "the first two arguments of a call swapped",
+    ): "max is symmetric",
+    ("viterbi", "backptr = np.zeros((T, N), dtype=int)", "the argument dtype= dropped"): (
         "a back pointer stored as a float is read back through int()"
     ),
-    ("viterbi", "line 11: delta -> delta + 1"): SHIFT,
-    ("rnn_backward", "line 7: x -> x + 1"): SHAPE,
-    ("cky_recognize", "line 25: 1 -> 0"): OUTSIDE,
-    ("count_parses", "line 11: Sub -> Add"): OUTSIDE,
-    ("count_parses", "line 11: n -> n + 1"): OUTSIDE,
-    ("viterbi_cky", "line 9: lhs -> logp"): ONE_LEXICAL,
-    ("viterbi_cky", "line 9: 1 -> 0"): ONE_LEXICAL,
-    ("viterbi_cky", "line 21: Gt -> GtE"): (
+    ("viterbi", "path = [int(np.argmax(delta))]", "delta -> delta + 1"): SHIFT,
+    ("rnn_backward", "for t in range(len(x), 0, -1):", "x -> x + 1"): SHAPE,
+    ("cky_recognize", "for k in range(i + 1, j):", "1 -> 0"): OUTSIDE,
+    ("count_parses", "for i in range(n - length + 1):", "Sub -> Add"): OUTSIDE,
+    ("count_parses", "for i in range(n - length + 1):", "n -> n + 1"): OUTSIDE,
+    (
+        "viterbi_cky",
+        "if rhs == (word,) and logp > delta[(i, i + 1)].get(lhs, -math.inf):",
+        "lhs -> logp",
+    ): ONE_LEXICAL,
+    (
+        "viterbi_cky",
+        "if rhs == (word,) and logp > delta[(i, i + 1)].get(lhs, -math.inf):",
+        "1 -> 0",
+    ): ONE_LEXICAL,
+    ("viterbi_cky", "if score > delta[(i, j)].get(lhs, -math.inf):", "Gt -> GtE"): (
         "no case has two best derivations (tests/test_checks_ties.py), so >= and > choose alike"
     ),
-    ("inside", "line 7: a -> b"): (
+    ("inside", "if a == -math.inf:", "a -> b"): (
         "with a = -inf the sum falls through to max(a, b) + log1p(exp(-inf)) = b, as before"
     ),
-    ("inside", "line 23: j -> j + 1"): OUTSIDE,
-    ("parseval", "line 10: Add -> Sub"): (
+    ("inside", "for k in range(i + 1, j):", "j -> j + 1"): OUTSIDE,
+    ("parseval", "return start + 1", "Add -> Sub"): (
         "the words are numbered downwards in gold and predicted trees alike: the same brackets "
         "match"
     ),
-    ("edit_distance", "line 6: 0 -> 1"): "every entry but the first is overwritten before read",
-    ("dot_attention", "line 5: scores -> scores + 1"): SHIFT,
-    ("beam_search", "line 12: the call .tolist(...) dropped"): (
-        "iterating over the tensor gives the same numbers, as 0-d tensors"
-    ),
-    ("beam_search", "line 9: s -> s + 1"): "an ended hypothesis's state is never read again",
-    ("sinusoidal_encoding", "line 4: the argument dtype= dropped"): (
-        "the angles are float64 anyway: the positions are divided by a float64 tensor"
-    ),
-    ("sinusoidal_encoding", "line 5: the argument dtype= dropped"): (
-        "the angles are float64 anyway: the exponents are divided by D and raise a float"
-    ),
-    ("sinusoidal_encoding", "line 7: the argument dtype= dropped"): (
-        "float32 is within the check's tolerance for this part (PE_ATOL)"
-    ),
+    (
+        "edit_distance",
+        "current = [i] + [0] * len(b)",
+        "0 -> 1",
+    ): "every entry but the first is overwritten before read",
+    (
+        "dot_attention",
+        "weights = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)",
+        "scores -> scores + 1",
+    ): SHIFT,
+    (
+        "beam_search",
+        "for v, lp in enumerate(log_probs.tolist()):",
+        "the call .tolist(...) dropped",
+    ): ("iterating over the tensor gives the same numbers, as 0-d tensors"),
+    (
+        "beam_search",
+        "candidates.append((score, ys, s, True))",
+        "s -> s + 1",
+    ): "an ended hypothesis's state is never read again",
+    (
+        "sinusoidal_encoding",
+        "t = torch.arange(T, dtype=torch.float64)[:, None]",
+        "the argument dtype= dropped",
+    ): ("the angles are float64 anyway: the positions are divided by a float64 tensor"),
+    (
+        "sinusoidal_encoding",
+        "two_i = torch.arange(0, D, 2, dtype=torch.float64)",
+        "the argument dtype= dropped",
+    ): ("the angles are float64 anyway: the exponents are divided by D and raise a float"),
 }
+
+
+def _line_text(line: str) -> str:
+    """A source line as a mutant's description names it: stripped, its comment left out."""
+    return line.split("  #")[0].strip()
+
+
+def describe(line: str, edit: str) -> str:
+    """The description of the mutant that makes ``edit`` on the line whose text is ``line``."""
+    return f"`{_line_text(line)}`: {edit}"
+
+
+LISTED = {(part, describe(line, edit)): why for (part, line, edit), why in EQUIVALENT.items()}
 
 
 class TooSlow(BaseException):  # not an Exception: run_check must not take it for the student's
@@ -186,13 +228,30 @@ SWAPS = {
 }  # fmt: skip
 
 
-def _sites(tree: ast.AST) -> Iterator[tuple[str, object]]:
-    """(description, how) of every edit this file knows, in the order of the source."""
+def _sites(tree: ast.AST, source: str) -> Iterator[tuple[str, object]]:
+    """(description, how) of every edit this file knows, in ``ast.walk`` order. A description
+    names the line of ``source`` it edits by its text, not its number (a number moves when a line
+    is added above; the text stays), and counts repeats: the second edit of the same kind on a
+    line of the same text ends in "(2nd)"."""
+    seen: dict[str, int] = {}
+    for description, how in _raw_sites(tree, source.splitlines()):
+        seen[description] = seen.get(description, 0) + 1
+        count = seen[description]
+        yield description + (f" ({_ordinal(count)})" if count > 1 else ""), how
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}" + {2: "nd", 3: "rd"}.get(n, "th")
+
+
+def _raw_sites(tree: ast.AST, lines: list[str]) -> Iterator[tuple[str, object]]:
+    """(description, how) of every edit, the description starting with the edited line's text."""
     local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | {
         n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }  # the function's own variables (not modules or builtins)
     for node in ast.walk(tree):
-        where = f"line {getattr(node, 'lineno', '?')}"
+        number = getattr(node, "lineno", None)
+        where = f"`{_line_text(lines[number - 1])}`" if number else "`?`"
         if isinstance(node, ast.BinOp | ast.BoolOp) and type(node.op) in SWAPS:
             yield (
                 f"{where}: {type(node.op).__name__} -> {SWAPS[type(node.op)].__name__}",
@@ -321,7 +380,7 @@ def mutants(source: str, limit: int | None = PER_PART) -> list[tuple[str, str]]:
     """(description, source) of up to PER_PART mutants of ``source``: sites spread evenly over
     the source first, then the others, skipping edits that change nothing."""
     tree = ast.parse(source)
-    n = len(list(_sites(tree)))
+    n = len(list(_sites(tree, source)))
     spread = sorted({int(i * n / PER_PART) for i in range(PER_PART)} & set(range(n)))
     order = spread + [i for i in range(n) if i not in spread]
     out: list[tuple[str, str]] = []
@@ -329,7 +388,7 @@ def mutants(source: str, limit: int | None = PER_PART) -> list[tuple[str, str]]:
         if len(out) == limit:
             break
         copied = copy.deepcopy(tree)
-        description, how = list(_sites(copied))[index]
+        description, how = list(_sites(copied, source))[index]
         text = ast.unparse(ast.fix_missing_locations(_Apply(how[1], how).visit(copied)))
         if text != ast.unparse(tree) and text not in (t for _, t in out):
             out.append((description, text))
@@ -409,7 +468,7 @@ def _run_part(notebook: Path, part: str, source: str, test: str) -> dict[str, li
                     kind = "missed"
                 elif hidden == "slow":
                     kind = "slow"  # right answers, found too slowly to tell
-                elif (part, description) in EQUIVALENT:
+                elif (part, description) in LISTED:
                     kind = "equivalent"
                 else:
                     kind = "unexplained"
@@ -440,3 +499,23 @@ def test_every_mutant_the_hidden_cases_kill_the_visible_ones_kill(
     assert not missed, f"{part}: the hidden cases kill these and the visible ones miss: {missed}"
     unexplained = [d for d, _ in result["unexplained"]]
     assert not unexplained, f"{part}: survivors not listed as equivalent: {unexplained}"
+
+
+PARTS = _parts()
+
+
+def test_every_listed_equivalent_mutant_is_one_of_the_parts_mutants():
+    """A listed mutant the solution no longer makes (its line edited or gone) fails here, so the
+    list cannot keep a reason for a mutant that does not exist (fast: only the mutants' text)."""
+    made = {param.values[1]: {d for d, _ in mutants(param.values[2])} for param in PARTS}
+    stale = [(part, d) for part, d in LISTED if d not in made.get(part, set())]
+    assert not stale, f"listed as equivalent, but no such mutant is made: {stale}"
+
+
+@pytest.mark.parametrize("notebook, part, source, test", PARTS)
+def test_a_mutants_description_stays_when_lines_are_added_above_it(notebook, part, source, test):
+    """A mutant is named by the text of the line it edits: a comment added above a solution's
+    first line moves every line down by one and changes no description (with line numbers, every
+    listed reason came loose from its mutant)."""
+    moved = "# a line added above the solution\n" + source
+    assert [d for d, _ in mutants(moved)] == [d for d, _ in mutants(source)]
