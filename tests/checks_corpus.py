@@ -5,12 +5,32 @@ no other name of the part; a plausible wrong answer fails the visible cases with
 expected answer and what came back, and either its right name or none.
 """
 
+import importlib
+import inspect
+import pkgutil
 import re
 
 import numpy as np
 import pytest
 
+import nlpcourse.checks
 from nlpcourse.checks import CheckFailed
+
+# Every checks module of the package, found rather than listed (a new chapter's is included the
+# day it is added); core holds the machinery, no check of a part. The one walk over the check
+# modules that the tests of every check share (test_checks_properties, test_checks_naming, ...).
+CHECK_MODULES = [
+    importlib.import_module(f"nlpcourse.checks.{info.name}")
+    for info in pkgutil.iter_modules(nlpcourse.checks.__path__)
+    if info.name != "core"
+]
+# (module, name) of every check of a part: the functions check_* each module defines
+CHECKS = [
+    (module, name)
+    for module in CHECK_MODULES
+    for name, function in inspect.getmembers(module, inspect.isfunction)
+    if name.startswith("check_") and function.__module__ == module.__name__
+]
 
 
 def names_by_check(mistakes: list[tuple]) -> dict:

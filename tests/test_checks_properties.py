@@ -10,62 +10,34 @@ The corpora of right and wrong answers written as students would are in the test
 (``tests/test_checks_<topic>.py``); this file proves the property over the checks' own mistakes.
 """
 
-import importlib
-import inspect
 import pickle
-import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from checks_corpus import CHECK_MODULES, CHECKS, captured
 
 import nlpcourse.checks
-import nlpcourse.checks.rnn
 from nlpcourse.checks import core
 
-# Every checks module of the package, found rather than listed (a new chapter's is included the
-# day it is added); core holds the machinery, no check of a part.
-MODULES = [
-    importlib.import_module(f"nlpcourse.checks.{info.name}")
-    for info in pkgutil.iter_modules(nlpcourse.checks.__path__)
-    if info.name != "core"
-]
 CHAPTERS = {"ngram", "hmm", "parsing", "rnn", "seq2seq", "transformer"}  # the six of issue 27
+
+
+def test_the_check_tests_share_one_walk_over_the_check_modules():
+    """Issue 42: test_checks_naming listed the modules again by hand; now every test of the checks
+    takes its modules and checks from checks_corpus, found once."""
+    import test_checks_naming
+
+    assert test_checks_naming.CHECKS is CHECKS
+    assert not hasattr(test_checks_naming, "MODULES"), "test_checks_naming lists modules again"
 
 
 def test_every_checks_module_is_covered():
     """The modules are found, not listed: the six chapters' at least, and every file there."""
-    names = {m.__name__.rpartition(".")[2] for m in MODULES}
+    names = {m.__name__.rpartition(".")[2] for m in CHECK_MODULES}
     files = {p.stem for p in Path(nlpcourse.checks.__file__).parent.glob("*.py")}
     assert names == files - {"__init__", "core"} and CHAPTERS <= names
-
-
-ARCHITECTURES = {  # read before any check runs (the answer key refuses while one does)
-    task: nlpcourse.checks.rnn.architecture_answer(task) for task in nlpcourse.checks.rnn.TASKS
-}
-CHECKS = [
-    (module, name)
-    for module in MODULES
-    for name, function in inspect.getmembers(module, inspect.isfunction)
-    if name.startswith("check_") and function.__module__ == module.__name__
-]
-
-
-def _runs(module, name: str, hidden: bool, monkeypatch) -> list[dict]:
-    """What the check hands to run_check (its cases, reference, mistakes and same)."""
-    runs: list[dict] = []
-
-    def capture(label, student, reference, cases, compare=None, *, mistakes=None, same=None):
-        runs.append(
-            {"reference": reference, "cases": cases, "mistakes": mistakes,
-             "same": same or core.same_answer}
-        )  # fmt: skip
-
-    monkeypatch.setattr(module, "run_check", capture)
-    student = (lambda task: ARCHITECTURES[task]) if name == "check_architecture_for" else None
-    getattr(module, name)(student or (lambda *args: None), hidden=hidden)
-    return runs
 
 
 def _wrong_answers(run: dict) -> Iterator[tuple[Any, Any, Any, list]]:
@@ -98,20 +70,18 @@ def test_every_check_of_every_part_is_here():
 
 
 @pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
-def test_the_visible_cases_show_every_kind_of_mistake_the_hidden_ones_show(
-    module, name, monkeypatch
-):
-    visible = set().union(*map(_kinds_shown, _runs(module, name, False, monkeypatch)))
-    hidden = set().union(*map(_kinds_shown, _runs(module, name, True, monkeypatch)))
+def test_the_visible_cases_show_every_kind_of_mistake_the_hidden_ones_show(module, name):
+    visible = set().union(*map(_kinds_shown, captured(module, name, False)))
+    hidden = set().union(*map(_kinds_shown, captured(module, name, True)))
     assert hidden <= visible, f"{name}: only the hidden cases show {sorted(hidden - visible)}"
 
 
 @pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
-def test_every_case_is_valid_and_every_case_label_is_unique_enough(module, name, monkeypatch):
+def test_every_case_is_valid_and_every_case_label_is_unique_enough(module, name):
     """Cases are validated when made (issue 31): a check builds all its cases without error, and
     each case's names match its arguments (Case refuses otherwise)."""
     for hidden in (False, True):
-        for run in _runs(module, name, hidden, monkeypatch):
+        for run in captured(module, name, hidden):
             assert run["cases"] and all(isinstance(c, core.Case) for c in run["cases"])
 
 
@@ -127,10 +97,10 @@ def _first_names(run: dict) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("module, name", CHECKS, ids=[name for _, name in CHECKS])
-def test_each_usual_mistake_is_given_its_own_name_by_the_visible_cases(module, name, monkeypatch):
+def test_each_usual_mistake_is_given_its_own_name_by_the_visible_cases(module, name):
     """A student who makes one of the mistakes a check knows is told that mistake on the first
     case they fail (with any other mistake whose answer is the same there), never only another."""
-    for run in _runs(module, name, False, monkeypatch):
+    for run in captured(module, name, False):
         if run["mistakes"] is None:
             continue
         for what, named in _first_names(run).items():
