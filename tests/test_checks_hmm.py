@@ -263,7 +263,8 @@ def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
     assert "case 1 of" in message and "(a one-word sentence)" in message
     assert "log_emit = [[-2.302585" in message
     assert f"expected: {math.log(0.28)!r}" in message and "got:      -1.5" in message
-    assert "hint: one word" in message and "likely mistake" not in message
+    assert "hint: print your alpha" in message and "the right alpha_1 = " in message
+    assert "likely mistake" not in message
 
 
 def test_the_worked_example_is_a_case():

@@ -216,7 +216,8 @@ def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
     message = str(failure.value)
     assert "case 1 of" in message and "context = ('I',)" in message and "word = 'am'" in message
     assert "expected: 0.666666" in message and "got:      0.123" in message
-    assert "hint: c(I am) = 2 and c(I) = 3" in message and "likely mistake" not in message
+    assert "hint: the right answer is c(context, word) / c(context) = 2 / 3" in message
+    assert "likely mistake" not in message
 
 
 def test_an_exception_and_a_missing_function_are_reported():

@@ -153,7 +153,10 @@ def test_an_unanticipated_wrong_answer_shows_input_expected_and_got():
     message = str(failure.value)
     assert "case 1 of" in message and "x_t = [1.]" in message and "W_xh = [[0.5]]" in message
     assert "expected: [0.53705" in message and "got:      [0.25]" in message
-    assert "h_t[0] differs most: expected 0.5370" in message and "hint: h_t = tanh(" in message
+    assert "h_t[0] differs most: expected 0.5370" in message
+    assert (
+        "hint: h_t[0] = tanh(a) with a = (W_xh @ x_t)[0] + (W_hh @ h_prev)[0] + b_h[0]" in message
+    )
     assert "likely mistake" not in message
 
 
@@ -329,3 +332,95 @@ def test_bptt_with_the_states_off_by_one_is_told_where_to_look_from_what_is_righ
         checks.check_rnn_backward(student)
     assert "db_y is right" in str(failed.value), str(failed.value)
     assert "onehot" not in str(failed.value).split("where to look")[1].splitlines()[0]
+
+
+# ------------------------------------ issue 42 §5: credit per kind of task; issue 43 §1.10: T_y
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def _notebook_cells(folder: str) -> list[dict]:
+    import json
+
+    path = ROOT / folder / "04-rnn" / "rnn.ipynb"
+    return json.loads(path.read_text())["cells"]
+
+
+def test_the_kinds_split_the_tasks_and_the_visible_tasks_one_per_kind():
+    kinds = {kind: checks.tasks_of_kind(kind) for kind in ARCHITECTURES}
+    assert sorted(t for tasks in kinds.values() for t in tasks) == sorted(TASKS)
+    for kind, tasks in kinds.items():
+        assert all(ANSWERS[t] == kind for t in tasks) and tasks, kind
+        assert len([t for t in checks.VISIBLE_TASKS if t in tasks]) == 1, kind
+    with pytest.raises(ValueError, match="kind must be one of"):
+        checks.tasks_of_kind("many-to-few")
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_wrong_task_costs_the_points_of_its_own_kind_only(task, capsys):
+    """One task wrong: the graded (hidden) check of its kind fails, the three others pass."""
+    wrong_label = next(a for a in ARCHITECTURES if a not in {ANSWERS[task], *_also(task)})
+    student = {**ANSWERS, task: wrong_label}.__getitem__
+    for kind in ARCHITECTURES:
+        if kind == ANSWERS[task]:
+            with pytest.raises(CheckFailed, match=task):
+                checks.check_architecture_for(student, hidden=True, kind=kind)
+        else:
+            checks.check_architecture_for(student, hidden=True, kind=kind)
+            checks.check_architecture_for(student, kind=kind)
+    assert "cases pass" in capsys.readouterr().out
+
+
+def _also(task: str) -> set[str]:
+    return {checks.ALSO_RIGHT[task]} if task in checks.ALSO_RIGHT else set()
+
+
+def test_an_unanswered_task_fails_the_visible_check_of_its_kind_only():
+    def student(task):
+        if task == "spam detection":
+            raise KeyError(task)
+        return ANSWERS[task]
+
+    with pytest.raises(CheckFailed, match="spam detection"):
+        checks.check_architecture_for(student, kind="many-to-one")
+    for kind in ("many-to-many", "one-to-many", "encoder-decoder"):
+        checks.check_architecture_for(student, kind=kind)
+
+
+def test_the_notebook_grades_each_kind_in_a_cell_of_its_own():
+    """The source notebook has one graded cell per kind, after the solution cell, whose points
+    add up to the part's (2), each calling the check of its kind visibly and hidden."""
+    cells = _notebook_cells("solutions")
+    ids = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in cells]
+    start = ids.index("architecture_for")
+    tests = []
+    for cell in cells[start + 1 :]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if not meta.get("grade"):
+            break
+        tests.append((meta["grade_id"], meta["points"], "".join(cell["source"])))
+    kinds = []
+    for _, _, source in tests:
+        visible, hidden = source.split("### BEGIN HIDDEN TESTS")
+        (kind,) = {k for k in ARCHITECTURES if f'kind="{k}"' in visible}
+        assert f'kind="{kind}", hidden=True' in hidden
+        kinds.append(kind)
+    assert sorted(kinds) == sorted(ARCHITECTURES)
+    assert sum(points for _, points, _ in tests) == 2
+
+
+def test_the_notebook_and_the_hints_state_the_books_relation_of_T_y_and_T_x():
+    """Issue 43 §1.10: the book's table says an encoder-decoder's T_y is not tied to T_x (it may
+    equal it); the notebook and the check's hints said "T_y differs from T_x"."""
+    book = (ROOT / "book" / "rnn.md").read_text()
+    assert "encoder-decoder, $T_y$ not tied to $T_x$" in book
+    for folder in ("solutions", "exercises"):
+        (part2,) = [
+            "".join(c["source"]) for c in _notebook_cells(folder)
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == "part2"
+        ]  # fmt: skip
+        assert "differs from $T_x$" not in part2 and "not tied to $T_x$" in part2, folder
+    for task, hint in checks.ARCHITECTURE_HINTS.items():
+        assert "differs from T_x" not in hint, task
+        if ANSWERS[task] == "encoder-decoder":
+            assert "not tied to T_x" in hint, task

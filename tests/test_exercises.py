@@ -20,6 +20,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autograder"))
 import grading  # noqa: E402
 
+from nlpcourse.scaffold import MIN_PARTS  # noqa: E402  (the fewest graded parts, and why)
+
 ASSIGNMENTS = sorted(p.name for p in (grading.REPO / "solutions").iterdir() if p.is_dir())
 
 
@@ -37,17 +39,24 @@ def topic_module(assignment: str) -> str:
     return f"nlpcourse.{topics.pop()}"
 
 
-def points_by_part(assignment: str) -> dict[str, float]:
-    """{solution grade_id: points of the test cell that follows it}."""
+def graded_cells_by_part(assignment: str) -> dict[str, dict[str, float]]:
+    """{solution grade_id: {grade_id: points} of the graded test cells that follow it}: a part may
+    be graded by several cells (04-rnn's architecture_for: one per kind of task, issue 42)."""
     nb = nbformat.read(grading.notebook_path(grading.REPO / "solutions", assignment), 4)
-    points, part = {}, None
+    cells: dict[str, dict[str, float]] = {}
+    part = None
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
             part = meta["grade_id"]
         if meta.get("grade"):
-            points[part] = points.get(part, 0) + meta["points"]
-    return points
+            cells.setdefault(part, {})[meta["grade_id"]] = meta["points"]
+    return cells
+
+
+def points_by_part(assignment: str) -> dict[str, float]:
+    """{solution grade_id: the points of the test cells that follow it}."""
+    return {part: sum(cells.values()) for part, cells in graded_cells_by_part(assignment).items()}
 
 
 def strip_volatile(nb: nbformat.NotebookNode) -> dict:
@@ -75,7 +84,7 @@ def test_exercises_in_sync_with_solutions(assignment, tmp_path):
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_grading_invariants(assignment, tmp_path):
     points = points_by_part(assignment)
-    assert len(points) >= 5, "an exercise has at least five graded parts"
+    assert len(points) >= MIN_PARTS, f"an exercise has at least {MIN_PARTS} graded parts"
     code = grading.solution_code(assignment)
     assert set(code) == set(points)
     module = topic_module(assignment)
@@ -94,9 +103,11 @@ def test_grading_invariants(assignment, tmp_path):
     assert scores["full"]["total"] == total
     assert scores["blank"]["total"] == 0
     assert scores["imports-reference"]["total"] == 0
-    for part, p in points.items():
+    for part, cells in graded_cells_by_part(assignment).items():
+        p = points[part]
         assert scores[f"only-{part}"]["total"] == p, f"solving only {part} should give {p} points"
-        assert scores[f"only-{part}"][f"test_{part}"] == p
+        for cell, cell_points in cells.items():
+            assert scores[f"only-{part}"][cell] == cell_points, (part, cell)
     feedback = list((tmp_path / "autograder" / "feedback").rglob("*.html"))
     assert len(feedback) == len(subs)
     assert "blank" in scores["csv"].read_text()

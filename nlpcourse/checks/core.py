@@ -7,8 +7,9 @@ expected answers and its known mistakes, and hands them to :func:`run_check`, wh
 the same way for every exercise. The API, in the order a check uses it:
 
 **Cases.** A :class:`Case` is one input: ``args`` (in order), their ``names`` (for the message), a
-``hint`` about what the case tests, a short ``label`` and, optionally, ``shown`` (how to print an
-argument too large to print). Cases run smallest first: hand-picked ones (worked examples of the
+``hint`` about its input (shown when the student's function raises on it: what the input holds
+that the code must handle), a short ``label`` and, optionally, ``shown`` (how to print an argument
+too large to print). Cases run smallest first: hand-picked ones (worked examples of the
 book, edge cases), then random ones. One case budget for every exercise: :func:`n_random` random
 cases (``VISIBLE_RANDOM`` visible, ``HIDDEN_RANDOM`` hidden) drawn from :func:`py_rng` or
 :func:`np_rng`, seeded ``1`` (visible) or ``2`` (hidden) so a message names the same case every
@@ -55,7 +56,9 @@ Counts must be whole numbers: ``int`` or ``numpy`` integers, or floats with a wh
 from ``defaultdict(float)``); ``2.5``, ``-1`` or ``True`` is not a count. Impossible values get a
 sanity message of their own: a log probability above 0 (:func:`impossible_log_probability`), a
 distribution with a negative entry or not summing to 1 (:func:`impossible_distribution`).
-Compare functions: :func:`compare_numbers`, :func:`compare_arrays`, :func:`compare_counts`,
+Attention weights that leak onto a masked position get a hint of their own
+(:func:`masked_weight`). Compare functions: :func:`compare_numbers`, :func:`compare_arrays`,
+:func:`compare_counts`,
 :func:`compare_exact`, :func:`compare_scores` (a dict of numbers with given keys); each returns
 ``""`` when the answer is right, else what is wrong, in words.
 
@@ -70,8 +73,14 @@ A mistake is named only when it explains every answer of the student's: its answ
 student's on every case of the check where it has one (:func:`confirmed_mistakes` calls the
 student's function on each case again), so a mistake that coincides with another answer on the
 failing case alone is not named as the student's; the message then says that the answer equals
-what that mistake gives on this case. A compare function whose words already end in a ``hint:``
-line (a hint about what the answer shows) replaces the case's hint.
+what that mistake gives on this case.
+
+**Hints follow the answer, not the case** (issue 42). A wrong answer is never shown the case's
+hint, which speaks of what the case was written to test and may be about another mistake than the
+student's: what differs comes from the compare function, which names the key, cell, row or entry
+that differs and may end with a ``hint:`` line drawn from the answer itself (which table is wrong,
+whether a masked position got weight, the parts of the right answer of a single number). The case's
+hint is shown when the student's function raises on the case, where it says what the input holds.
 
 **The message.** A wrong answer raises :class:`CheckFailed` with the case (its number, label and
 inputs), the expected answer, the answer it got, what differs, and the named mistake or the case's
@@ -158,7 +167,8 @@ def _without_checker_frames(tb: types.TracebackType | None) -> types.TracebackTy
 
 @dataclass(frozen=True)
 class Case:
-    """One input: the arguments (in order, with their names for the message) and a hint.
+    """One input: the arguments (in order, with their names for the message) and a hint about
+    the input (shown when the student's function raises on it, never for a wrong answer).
 
     A case whose ``names`` do not match its ``args`` one for one is refused when it is made (a
     mistake of the check's author, not of the student)."""
@@ -427,6 +437,29 @@ def impossible_distribution(got: Any, axis: int = -1, name: str = "row") -> str:
     return f"\neach {name} is a distribution and must sum to 1; yours sum to " + show(
         np.round(sums, 4).reshape(-1)[:8].tolist()
     )
+
+
+def masked_weight(got: Any, mask: Any, name: str = "weights") -> str:
+    """A hint when attention ``got`` (weights, shape ``(..., T_k)``) gives weight to a position
+    its ``mask`` (booleans, True = may attend, broadcast to the weights' shape) rules out, or has
+    nan where every position of a row is masked wrongly; else ''."""
+    array, _ = as_array(got)
+    if array is None or mask is None:
+        return ""
+    allowed = np.asarray(to_plain(mask), dtype=bool)
+    try:
+        allowed = np.broadcast_to(allowed, array.shape)
+    except ValueError:
+        return ""
+    leak = ~allowed & ~np.isclose(array, 0.0, atol=ATOL)
+    if leak.any():
+        where = tuple(int(i) for i in np.argwhere(leak)[0])
+        return (
+            f"\nhint: {name}{list(where)} is {float(array[where]):.6g}, but the mask is False "
+            "there (True = may attend): a masked position gets weight exactly 0, so set its "
+            "score to -inf before the softmax (not after it, and not to 0)"
+        )
+    return ""
 
 
 def as_array(got: Any, name: str = "the answer") -> tuple[np.ndarray | None, str]:
@@ -754,7 +787,6 @@ def _check_case(
     named = here
     if here and every_case and mistakes is not None:
         named = confirmed_mistakes(student, here, every_case, mistakes, same)
-    hint = "" if "\nhint: " in f"\n{problem}" or not case.hint else f"\nhint: {case.hint}"
     if len(named) == 1:
         advice = f"\nlikely mistake: {named[0].what}"
     elif named:  # on every case these mistakes give the same answer: the message names each
@@ -765,12 +797,10 @@ def _check_case(
     elif here:  # the same answer here, another answer on some other case: not the mistake made
         advice = (
             "\nyour answer equals what this mistake gives on this case, though not on every "
-            "case, so look for something close to it:"
-            + "".join(f"\n  - {m.what}" for m in here)
-            + hint
+            "case, so look for something close to it:" + "".join(f"\n  - {m.what}" for m in here)
         )
-    else:
-        advice = hint
+    else:  # what differs is in `problem`: the case's hint is not about this answer
+        advice = ""
     raise CheckFailed(
         f"{name} gives a wrong answer {where} (cases run smallest first):\n{_inputs(case)}"
         f"expected: {show(right)}\n"

@@ -260,9 +260,19 @@ ADDK_HINTS = {  # the hint of a wrong answer: about the table that differs, what
 }
 
 
+ADDK_NAN_HINT = (
+    "nan comes from 0/0 or log of a negative number: with k > 0 no count is 0 after smoothing, "
+    "so look for a denominator that is 0 (a tag that never occurs, an empty row)"
+)
+
+
 def _compare_addk(want: Expected, got: Any) -> str:
     _, tags, words, _ = want.args
     N, V = len(tags), len(words)
+    shapes_hint = (
+        f"\nhint: the three tables are log_start (N,), log_trans (N, N) and log_emit_table (V, N), "
+        f"with N = len(tags) = {N} and V = len(words) = {V}"
+    )
     if not isinstance(got, tuple | list) or len(got) != 3:
         return "expected a tuple of three arrays: (log_start, log_trans, log_emit_table)"
     parts = ("log_start", "log_trans", "log_emit_table")
@@ -271,15 +281,15 @@ def _compare_addk(want: Expected, got: Any) -> str:
     for name, shape, table in zip(parts, shapes, got, strict=True):
         array, problem = as_array(table, name)
         if array is None:
-            return problem
+            return problem + shapes_hint
         if array.shape != shape:
             problem = f"{name} should have shape {shape}, got shape {array.shape}"
             if name == "log_emit_table" and array.shape == (N, V):
                 problem += ": one row per word and one column per tag"
-        if not problem and np.isnan(array).any():
-            problem = f"{name} has nan; " + INF_HINT
-        if problem:
-            return problem
+            return problem + shapes_hint
+        if np.isnan(array).any():
+            where = [int(i) for i in np.argwhere(np.isnan(array))[0]]
+            return f"{name}{where} is nan\nhint: " + ADDK_NAN_HINT
         arrays.append(array)
 
     def label(name: str, index: tuple[int, ...]) -> str:
@@ -430,17 +440,39 @@ def _forward_mistakes(log_start, log_trans, log_emit) -> list[Mistake]:
     ]
 
 
-def _compare_forward(want: float, got: Any) -> str:
-    problem = compare_numbers(want, got)
-    if problem and np.isfinite(want) and got == -math.inf:
+def _compare_forward(want: Expected, got: Any) -> str:
+    """:func:`compare_numbers`, then what the answer shows: -inf where a sequence is possible
+    (underflow, on a long sentence), nan (-inf - -inf), a value above 0, or else the right
+    alpha_1 and alpha_T, to compare with the student's own (a single number does not say which
+    step went wrong)."""
+    problem = compare_numbers(want.value, got)
+    if not problem:
+        return ""
+    log_start, log_trans, log_emit = want.args
+    if np.isfinite(want.value) and got == -math.inf:
         problem += "\nyou returned -inf (probability 0), but some tag sequence is possible"
-    elif problem and _number_is_nan(got):
-        problem += "\nhint: " + INF_HINT
-    return problem + impossible_log_probability(got, "log P(words)") if problem else ""
+        if want.value < -700:
+            problem += "\nhint: " + UNDERFLOW_HINT
+        return problem
+    if _number_is_nan(got):
+        return problem + "\nhint: " + INF_HINT
+    sanity = impossible_log_probability(got, "log P(words)")
+    if sanity:
+        return problem + sanity
+    alpha = hmm.forward_table(log_start, log_trans, log_emit)  # (T, N)
+    return (
+        f"{problem}\nhint: print your alpha and compare it row by row: the right alpha_1 = "
+        f"log pi + log b(o_1) = {show(alpha[0])}, and alpha_T = {show(alpha[-1])} (T = "
+        f"{len(alpha)}), whose logsumexp is log P(words)"
+    )
 
 
 def _number_is_nan(got: Any) -> bool:
     return isinstance(got, float) and math.isnan(got)
+
+
+def _number_is_finite(got: Any) -> bool:
+    return isinstance(got, int | float) and not isinstance(got, bool) and math.isfinite(got)
 
 
 def check_forward(forward: Callable, hidden: bool = False) -> None:
@@ -456,20 +488,25 @@ def check_forward(forward: Callable, hidden: bool = False) -> None:
         Case(
             i_go_to_school_log(),
             NAMES,
-            INF_HINT,
+            "some transitions are impossible: log_trans has -inf entries (log 0)",
             "the chapter's 'I go to school', with impossible transitions (-inf)",
         ),
         Case(
             impossible_sentence(),
             NAMES,
-            "no tag can emit word 2, so P(words) = 0: return -inf (no error, no nan); " + INF_HINT,
+            "no tag can emit word 2, so P(words) = 0: log P(words) = -inf, with no error",
             "a sentence with probability 0",
         ),
     ]
-    cases += _random_cases(hidden, NAMES, unique_best=False, hint=ROW_HINT)
+    cases += _random_cases(hidden, NAMES, unique_best=False)
     cases.append(_long_case(hidden, NAMES, UNDERFLOW_HINT))
     run_check(
-        "forward", forward, _forward_answer, cases, _compare_forward, mistakes=_forward_mistakes
+        "forward",
+        forward,
+        with_args(_forward_answer),
+        cases,
+        _compare_forward,
+        mistakes=_forward_mistakes,
     )
 
 
@@ -552,6 +589,7 @@ def _compare_viterbi(want: Expected, got: Any) -> str:
     lines = []
     if logprob_problem:
         lines.append("log probability: " + logprob_problem)
+    own = None
     if path != want_path:
         log_start, log_trans, log_emit = want.args
         own = _path_score(log_start, log_trans, log_emit, path)
@@ -574,6 +612,19 @@ def _compare_viterbi(want: Expected, got: Any) -> str:
         lines.append("you returned -inf, but some tag sequence has probability > 0")
     elif math.isfinite(want_logprob) and close(math.exp(want_logprob), got_logprob):
         lines.append("you returned a probability: return its log")
+    elif path != want_path and _number_is_finite(got_logprob):
+        if close(own, got_logprob):  # `own`: the returned path's score, computed above
+            lines.append(
+                "hint: your score is your path's own score, and a better path exists: keep, "
+                "for every tag j, the best score of a path ending in j (delta_t(j) = max_i "
+                "[delta_{t-1}(i) + log a_ij] + log b_j(o_t)), and choose the path only at the end"
+            )
+        else:
+            lines.append(
+                "hint: your score is not the score of the path you returned, so the two come "
+                "from different computations: the path must be the one whose score is "
+                "max_j delta_T(j), found by following the back pointers from that j"
+            )
     elif path == want_path:
         lines.append(
             "the path is right but its log probability is not: it is the score of the best "
@@ -601,11 +652,12 @@ def check_viterbi(viterbi: Callable, hidden: bool = False) -> None:
         Case(
             i_go_to_school_log(),
             NAMES,
-            "the chapter's trellis: the best path is PPSS NN TO VB = [3, 2, 1, 0]; " + INF_HINT,
+            "the chapter's trellis, with -inf entries (log 0) in log_trans: the best path is "
+            "PPSS NN TO VB = [3, 2, 1, 0]",
             "the chapter's 'I go to school', with impossible transitions (-inf)",
         ),
     ]
-    cases += _random_cases(hidden, NAMES, unique_best=True, hint=ROW_HINT)
+    cases += _random_cases(hidden, NAMES, unique_best=True)
     cases.append(_long_case(hidden, NAMES, UNDERFLOW_HINT))
     run_check(
         "viterbi",
@@ -651,21 +703,33 @@ def _posterior_mistakes(log_start, log_trans, log_emit) -> list[Mistake]:
         ]
 
 
-def _compare_posterior(want: np.ndarray, got: Any) -> str:
-    T, N = want.shape
-    problem = compare_arrays(want, got, "the posterior", "one row per word t, one column per tag")
+def _compare_posterior(want: Expected, got: Any) -> str:
+    """:func:`compare_arrays` (the entry that differs most), then what the answer shows: rows
+    that are no distribution, nan (from -inf - -inf, or from probabilities that underflowed on a
+    long sentence), or the row of the first word that differs."""
+    T, N = want.value.shape
+    problem = compare_arrays(
+        want.value, got, "the posterior", "one row per word t, one column per tag"
+    )
     if not problem:
         return ""
     array, _ = as_array(got)
-    if array is not None and array.shape == (T, N) and not np.isnan(array).any():
-        if not np.allclose(array.sum(axis=1), 1.0):
-            sums = np.round(array.sum(axis=1), 4).tolist()
-            problem += (
-                f"\neach row should sum to 1 (a distribution over tags); yours sum to {show(sums)}"
-            )
-    elif array is not None and np.isnan(array).any():
-        problem += "; " + INF_HINT
-    return problem
+    if array is None or array.shape != (T, N):
+        return problem
+    if np.isnan(array).any():
+        return problem + "\nhint: " + (UNDERFLOW_HINT if T > 100 else INF_HINT)
+    if not np.allclose(array.sum(axis=1), 1.0):
+        sums = np.round(array.sum(axis=1), 4).tolist()
+        return (
+            problem + f"\neach row should sum to 1 (a distribution over tags); yours sum to "
+            f"{show(sums[:8])}\nhint: gamma_t(j) = alpha_t(j) beta_t(j) / P(words)"
+        )
+    bad = ~np.isclose(array, want.value, rtol=RTOL, atol=ATOL)
+    t = int(np.argwhere(bad)[0][0])
+    return (
+        f"{problem}\nhint: the first row that differs is t = {t} (word {t + 1} of {T}): the "
+        f"right row is {show(want.value[t])}, yours {show(array[t])}"
+    )
 
 
 def check_forward_backward(forward_backward: Callable, hidden: bool = False) -> None:
@@ -686,16 +750,16 @@ def check_forward_backward(forward_backward: Callable, hidden: bool = False) -> 
         Case(
             i_go_to_school_log(),
             NAMES,
-            "tags that cannot occur get posterior 0; " + INF_HINT,
+            "tags that cannot occur get posterior 0; log_trans has -inf entries (log 0)",
             "the chapter's 'I go to school', with impossible transitions (-inf)",
         ),
     ]
-    cases += _random_cases(hidden, NAMES, unique_best=False, hint=ROW_HINT)
+    cases += _random_cases(hidden, NAMES, unique_best=False)
     cases.append(_long_case(hidden, NAMES, UNDERFLOW_HINT))
     run_check(
         "forward_backward",
         forward_backward,
-        _posterior_answer,
+        with_args(_posterior_answer),
         cases,
         _compare_posterior,
         mistakes=_posterior_mistakes,
@@ -764,8 +828,23 @@ def _accuracy_answer(tagger: LookupTagger, tagged_sentences: list) -> dict[str, 
     return {k: value[k] for k in KEYS}
 
 
+ACCURACY_HINTS = {  # the hint of a wrong answer: about the first key that differs
+    "all": "all = the tokens tagged right / all tokens, counted over every sentence together",
+    "known": "known = the right tags among the tokens whose word is in tagger.vocab_ / those "
+    "tokens",
+    "unknown": "unknown = the right tags among the tokens whose word is not in tagger.vocab_ / "
+    "those tokens",
+    "unknown_rate": "unknown_rate = the tokens whose word is not in tagger.vocab_ / all tokens "
+    "(a share between 0 and 1)",
+}
+
+
 def _compare_accuracy(want: dict, got: Any) -> str:
-    return compare_scores(want, got, KEYS)
+    problem = compare_scores(want, got, KEYS)
+    if not problem or not isinstance(got, dict) or any(k not in got for k in KEYS):
+        return problem
+    first = next(k for k in KEYS if compare_numbers(want[k], got[k]))
+    return f"{problem}\nhint: {ACCURACY_HINTS[first]}"
 
 
 def check_tagging_accuracy(tagging_accuracy: Callable, hidden: bool = False) -> None:
@@ -788,8 +867,7 @@ def check_tagging_accuracy(tagging_accuracy: Callable, hidden: bool = False) -> 
                 ],
             ),
             names,
-            "accuracy counts tokens over all sentences: 3 right out of 5, not the mean of the "
-            "sentences' accuracies",
+            "two sentences, of 1 and 4 tokens",
             "two sentences",
         ),
     ]

@@ -5,7 +5,10 @@ Each check compares a student's function with the reference of the same name in
 machinery. The usual mistakes are computed here by code written to make them (padding with ``n``
 start symbols, tokens where types belong, a product of probabilities that underflows, a
 Kneser-Ney without its discount, ...), so that a wrong answer is named by what it shows, whatever
-case it fails on. A wrong Kneser-Ney answer is shown with the parts of the right one.
+case it fails on. A wrong probability or perplexity (a single number, which says nothing of
+where it went wrong) is shown with the parts of the right one (counts, N, the sum of the logs, the
+terms of Kneser-Ney), and wrong counts with a hint drawn from the n-grams that differ (issue 42:
+hints follow the answer, not the case).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from nlpcourse import ngram
 from nlpcourse.checks.core import (
@@ -24,6 +28,7 @@ from nlpcourse.checks.core import (
     n_random,
     py_rng,
     run_check,
+    show,
     with_args,
 )
 from nlpcourse.examples import i_am_nlp
@@ -104,13 +109,55 @@ def _count_mistakes(sentences: list, n: int) -> list[Mistake]:
     ]
 
 
+def _leading(key: tuple, symbol: str = BOS) -> int:
+    """How many ``symbol`` a key starts with."""
+    return next((i for i, w in enumerate(key) if w != symbol), len(key))
+
+
+def _compare_ngram_counts(want: Expected, got: Any) -> str:
+    """:func:`compare_counts`, then a hint drawn from the keys that differ (issue 42: hints follow
+    the answer): keys of the wrong length, the start or end symbols, or right keys with wrong
+    counts."""
+    problem = compare_counts(want.value, got)
+    if not problem or not isinstance(got, dict) or not all(isinstance(k, tuple) for k in got):
+        return problem
+    _, n = want.args
+    keys = [k for k, c in got.items() if c]
+    wrong_length = [k for k in keys if len(k) != n]
+    starts = {_leading(k) for k in keys}
+    if wrong_length:
+        k = wrong_length[0]
+        hint = f"your key {k!r} has {len(k)} words: every key of n = {n} is a tuple of {n} words"
+    elif max(starts, default=0) > n - 1:
+        k = max(keys, key=_leading)
+        hint = (
+            f"your n-gram {k!r} starts with {_leading(k)} '<s>': pad each sentence with n - 1 = "
+            f"{n - 1} of them, so that its first word has n - 1 words of context"
+        )
+    elif n > 1 and any(_leading(k) == n - 1 for k in want.value) and n - 1 not in starts:
+        hint = (
+            f"none of your n-grams starts with n - 1 = {n - 1} '<s>': the n-gram of a sentence's "
+            "first word is ('<s>', ..., word), with n - 1 start symbols"
+        )
+    elif not any(k[-1] == EOS for k in keys):
+        hint = "none of your n-grams ends in '</s>': pad one '</s>' at the end of every sentence"
+    elif set(keys) == set(want.value):
+        hint = (
+            "you have the right n-grams with wrong counts: each count is how often the n-gram "
+            "occurs in the padded sentences, added up over all sentences"
+        )
+    else:
+        hint = PAD_HINT + ", each sentence on its own"
+    return f"{problem}\nhint: {hint}"
+
+
 def check_count_ngrams(count_ngrams: Callable, hidden: bool = False) -> None:
     """``count_ngrams(sentences, n)``: a Counter of n-gram tuples in the padded sentences."""
     names = ("sentences", "n")
     cases = [
-        Case(([["a"]], 1), names, "the end symbol '</s>' is a word the model predicts: count it"),
+        Case(([["a"]], 1), names, "one word, unigrams: no '<s>' (n - 1 = 0), one '</s>'"),
         Case(([["a", "b"]], 2), names, PAD_HINT),
-        Case(([[]], 2), names, "an empty sentence still gives one n-gram: ('<s>', '</s>')"),
+        Case(([[]], 2), names, "an empty sentence: padded, it is ['<s>', '</s>']"),
         Case(([["a", "b", "a"], ["b", "a"]], 3), names, PAD_HINT + " (two '<s>' for trigrams)"),
         Case((WORKED, 2), names, "the chapter's worked example", label="worked example"),
     ]
@@ -122,9 +169,9 @@ def check_count_ngrams(count_ngrams: Callable, hidden: bool = False) -> None:
     run_check(
         "count_ngrams",
         count_ngrams,
-        ngram.count_ngrams,
+        with_args(ngram.count_ngrams),
         cases,
-        compare_counts,
+        _compare_ngram_counts,
         mistakes=_count_mistakes,
     )
 
@@ -166,14 +213,32 @@ def _mle_mistakes(counts: dict, context: tuple, word: str) -> list[Mistake]:
     ]
 
 
+def _parts_hint(want: Expected, got: Any, parts: str) -> str:
+    """:func:`compare_numbers`, then the parts of the right answer (a single number says nothing
+    of where it went wrong; its parts let the student compare their own, one by one)."""
+    problem = compare_numbers(want.value, got)
+    return f"{problem}\nhint: the right answer is {parts}" if problem else ""
+
+
+def _compare_mle(want: Expected, got: Any) -> str:
+    counts, context, word = want.args
+    c_context = _c_context(counts, tuple(context))
+    c_ngram = counts.get(tuple(context) + (word,), 0)
+    if not c_context:
+        parts = f"0.0: c({' '.join(context)}) = 0, an unseen context has no estimate"
+    else:
+        parts = (
+            f"c(context, word) / c(context) = {c_ngram} / {c_context}, where c(context) counts "
+            "the n-grams that start with the context (tokens)"
+        )
+    return _parts_hint(want, got, parts)
+
+
 def check_mle_prob(mle_prob: Callable, hidden: bool = False) -> None:
     """``mle_prob(counts, context, word)``: c(context, word) / c(context), 0.0 if unseen."""
     names = ("counts", "context", "word")
     bigrams = ngram.count_ngrams(WORKED, 2)
-    start_hint = (
-        "c(<s>) is the number of n-grams that start with <s>: one per sentence (3 here); "
-        "P(NLP | <s>) is 1/3, not 1/2"
-    )
+    start_hint = "c(<s>) is the number of n-grams that start with <s>: one per sentence"
     cases = [
         Case((bigrams, ("I",), "am"), names, "c(I am) = 2 and c(I) = 3", "P(am | I)"),
         Case((bigrams, ("<s>",), "I"), names, start_hint, "P(I | <s>)"),
@@ -189,7 +254,9 @@ def check_mle_prob(mle_prob: Callable, hidden: bool = False) -> None:
         context = rng.choice(list(counts))[:-1]
         word = rng.choice(_types(corpus) + ["</s>"])
         cases.append(Case((counts, context, word), names, label="random"))
-    run_check("mle_prob", mle_prob, ngram.mle_prob, cases, mistakes=_mle_mistakes)
+    run_check(
+        "mle_prob", mle_prob, with_args(ngram.mle_prob), cases, _compare_mle, mistakes=_mle_mistakes
+    )
 
 
 # ------------------------------------------------------------------------------ part 3
@@ -221,6 +288,17 @@ def _addk_mistakes(counts: dict, context: tuple, word: str, V: int, k: float) ->
     ]
 
 
+def _compare_addk(want: Expected, got: Any) -> str:
+    counts, context, word, V, k = want.args
+    c_context = _c_context(counts, tuple(context))
+    c_ngram = counts.get(tuple(context) + (word,), 0)
+    parts = (
+        f"(c(context, word) + k) / (c(context) + k |V|) = ({c_ngram} + {k}) / ({c_context} + "
+        f"{k} * {V})" + (", an unseen context: c(context) = 0" if not c_context else "")
+    )
+    return _parts_hint(want, got, parts)
+
+
 def check_addk_prob(addk_prob: Callable, hidden: bool = False) -> None:
     """``addk_prob(counts, context, word, vocab_size, k)``."""
     names = ("counts", "context", "word", "vocab_size", "k")
@@ -228,8 +306,8 @@ def check_addk_prob(addk_prob: Callable, hidden: bool = False) -> None:
     V = _vocab_size(WORKED)
     cases = [
         Case((bigrams, ("I",), "am", V, 1.0), names, "(c(I am) + 1) / (c(I) + 1 * |V|)"),
-        Case((bigrams, ("I",), "Marks", V, 1.0), names, "an unseen n-gram gets k / (c + k|V|)"),
-        Case((bigrams, ("I",), "am", V, 0.5), names, "use k, not 1, in both places"),
+        Case((bigrams, ("I",), "Marks", V, 1.0), names, "an unseen n-gram: c(I Marks) = 0"),
+        Case((bigrams, ("I",), "am", V, 0.5), names, "k = 0.5: (c(I am) + k) / (c(I) + k |V|)"),
         Case((bigrams, ("zebra",), "am", V, 0.1), names, "unseen context: c(context) = 0"),
     ]
     rng = py_rng(hidden)
@@ -240,7 +318,14 @@ def check_addk_prob(addk_prob: Callable, hidden: bool = False) -> None:
         k = rng.choice([1.0, 0.5, 0.01, 2.0])
         word = rng.choice(_types(corpus) + ["</s>"])
         cases.append(Case((counts, context, word, _vocab_size(corpus), k), names, label="random"))
-    run_check("addk_prob", addk_prob, ngram.addk_prob, cases, mistakes=_addk_mistakes)
+    run_check(
+        "addk_prob",
+        addk_prob,
+        with_args(ngram.addk_prob),
+        cases,
+        _compare_addk,
+        mistakes=_addk_mistakes,
+    )
 
 
 # ------------------------------------------------------------------------------ part 4
@@ -324,6 +409,36 @@ def _perplexity_mistakes(prob, sentences, n) -> list[Mistake]:
     ]
 
 
+def _compare_perplexity(want: Expected, got: Any) -> str:
+    """:func:`compare_numbers`, then the parts of the right perplexity (N and the sum of the log
+    probabilities); an infinite answer where no probability is 0 is told about underflow."""
+    problem = compare_numbers(want.value, got)
+    if not problem:
+        return ""
+    prob, sentences, n = want.args
+    events = list(_events(sentences, n))
+    zero = next(((c, w) for c, w in events if prob(c, w) == 0), None)
+    if zero is not None:
+        context, word = zero
+        parts = f"inf: the model gives P({word} | {' '.join(context)}) = 0, and log 0 = -inf"
+    else:
+        total = sum(math.log(prob(c, w)) for c, w in events)
+        n_words = sum(len(s) for s in sentences)
+        parts = (
+            f"exp(-(sum of log P) / N) = exp(-({total:.6g}) / {len(events)}), with N = "
+            f"{n_words} words + {len(sentences)} '</s>' (one per sentence) = {len(events)} "
+            "predictions"
+        )
+    hint = f"\nhint: the right answer is {parts}"
+    if isinstance(got, float) and math.isinf(got) and zero is None:
+        hint += (
+            f"\nyour perplexity is infinite, but no probability here is 0: a product of "
+            f"{len(events)} probabilities underflows to 0.0 (below about 1e-308); add log "
+            "probabilities instead"
+        )
+    return problem + hint
+
+
 def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
     """``perplexity(prob, sentences, n)``: exp of the average negative log probability."""
     names = ("prob", "sentences", "n")
@@ -332,7 +447,7 @@ def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
         {((v,), w): 0.25 for v in ["<s>"] + vocab for w in vocab + ["</s>"]},
         "a bigram model giving 1/4 to each of a, b, c, </s> after any word",
     )
-    n_hint = "N counts every word and one '</s>' per sentence (never '<s>')"
+    n_hint = "bigrams over the words a, b, c and '</s>'"
     cases = [
         Case((uniform, [["a"]], 2), names, "a uniform model over 4 words has perplexity 4"),
         Case((uniform, [["a", "b"], ["c"], []], 2), names, n_hint),
@@ -350,7 +465,7 @@ def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
                 1,
             ),
             names,
-            "n = 1: no '<s>', the context is empty (); " + n_hint,
+            "n = 1: no '<s>', the context is empty ()",
             "a unigram model",
         ),
         Case(
@@ -369,7 +484,14 @@ def check_perplexity(perplexity: Callable, hidden: bool = False) -> None:
         sentences = [[rng.choice(vocab) for _ in range(rng.randint(0, 6))] for _ in range(4)]
         cases.append(Case((model, sentences, 2), names, n_hint, label="random"))
     cases.append(_long_text_case(hidden, vocab, names))
-    run_check("perplexity", perplexity, ngram.perplexity, cases, mistakes=_perplexity_mistakes)
+    run_check(
+        "perplexity",
+        perplexity,
+        with_args(ngram.perplexity),
+        cases,
+        _compare_perplexity,
+        mistakes=_perplexity_mistakes,
+    )
 
 
 def _long_text_case(hidden: bool, vocab: list[str], names: tuple[str, ...]) -> Case:
@@ -381,7 +503,7 @@ def _long_text_case(hidden: bool, vocab: list[str], names: tuple[str, ...]) -> C
     shown = {"sentences": f"{len(sentences)} random sentences, {n_words} predicted words in all"}
     hint = (
         f"the product of {n_words} probabilities of about 1/4 is far below the smallest positive "
-        "float (about 1e-308): multiplying them gives 0.0; add log probabilities instead"
+        "float (about 1e-308)"
     )
     return Case((model, sentences, 2), names, hint, f"a text of {n_words} words", shown)
 
@@ -422,15 +544,23 @@ def _continuation_mistakes(bigram_counts: dict, word: str) -> list[Mistake]:
     ]
 
 
+def _compare_continuation(want: Expected, got: Any) -> str:
+    bigram_counts, word = want.args
+    seen = [key for key, c in bigram_counts.items() if c > 0]
+    before = sorted({v for v, w in seen if w == word})
+    parts = (
+        f"N1+(. {word}) / N1+(. .) = {len(before)} / {len(seen)}: {len(before)} different words "
+        f"come right before {word!r} ({show(before[:6])[1:-1] or 'none'}), and {len(seen)} "
+        "different bigrams have a count above 0 (each counted once, however often it occurs)"
+    )
+    return _parts_hint(want, got, parts)
+
+
 def check_continuation_prob(continuation_prob: Callable, hidden: bool = False) -> None:
     """``continuation_prob(bigram_counts, word)``: N1+(. word) / N1+(. .)."""
     names = ("bigram_counts", "word")
     bigrams = ngram.count_ngrams(WORKED, 2)
-    hint = (
-        "P_cont(w) = N1+(. w) / N1+(. .): the numerator is how many different words come right "
-        "before w, the denominator how many different bigrams there are ('I am' occurs twice "
-        "but is one bigram type)"
-    )
+    hint = "P_cont(w) = N1+(. w) / N1+(. .), eq. (ngram-pcont)"
     cases = [
         Case((bigrams, "am"), names, hint, "P_cont(am)"),
         Case((bigrams, "I"), names, hint, "P_cont(I)"),
@@ -450,8 +580,9 @@ def check_continuation_prob(continuation_prob: Callable, hidden: bool = False) -
     run_check(
         "continuation_prob",
         continuation_prob,
-        ngram.continuation_prob,
+        with_args(ngram.continuation_prob),
         cases,
+        _compare_continuation,
         mistakes=_continuation_mistakes,
     )
 
@@ -547,7 +678,7 @@ def _compare_kn(want: Expected, got) -> str:
         first = f"  the context {v!r} was never seen: c({v}) = 0, so back off fully to P_KN(w)\n"
         total = f"{p['p_kn_unigram']:.6g}"
     return (
-        f"{problem}\nthe parts of the right answer:\n{first}"
+        f"{problem}\nhint: the parts of the right answer:\n{first}"
         f"  continuation     P_KN({word}) = max(N1+(. {word}) - d, 0) / N1+(. .) + "
         f"d |{{w': N1+(. w') > 0}}| / N1+(. .) / |V| = {p['p_kn_unigram']:.6g} "
         f"(N1+(. {word}) = {p['N1+(. w)']}, N1+(. .) = {p['N1+(. .)']}, |V| = {V})\n"

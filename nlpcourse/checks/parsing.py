@@ -21,6 +21,7 @@ from typing import Any
 from nlpcourse import parsing
 from nlpcourse.checks.core import (
     Case,
+    Expected,
     Mistake,
     compare_numbers,
     compare_scores,
@@ -29,6 +30,7 @@ from nlpcourse.checks.core import (
     py_rng,
     run_check,
     show,
+    with_args,
 )
 
 EXAM_TREE = (
@@ -334,7 +336,7 @@ def _compare_tables(expected: Any, got: Any) -> str:
         )
     want = {cell: set(labels) for cell, labels in expected.items() if labels}
     lines = []
-    for cell in sorted(set(want) | set(table)):
+    for cell in sorted(set(want) | set(table), key=lambda c: (c[1] - c[0], c[0])):
         a, b = want.get(cell, set()), table.get(cell, set())
         if a != b:
             lines.append(
@@ -342,6 +344,51 @@ def _compare_tables(expected: Any, got: Any) -> str:
                 f"{sorted(b)}"
             )
     return "\n".join(lines[:4])
+
+
+def _compare_table_case(want: Expected, got: Any) -> str:
+    """:func:`_compare_tables` (the cells that differ, shortest span first), then a hint about
+    the first of them, from what it holds: a label that a unit rule of the cell's own labels
+    adds, a label no rule puts there, or a cell of one word."""
+    problem = _compare_tables(want.value, got)
+    table = _table(got)
+    if not problem or table is None:
+        return problem
+    rules, words, _ = want.args
+    unit = [(r[0], r[1][0]) for r in rules if len(r[1]) == 1 and r[1][0] in _nonterminals(rules)]
+    right = {cell: set(labels) for cell, labels in want.value.items() if labels}
+    cell = min(
+        (c for c in set(right) | set(table) if right.get(c, set()) != table.get(c, set())),
+        key=lambda c: (c[1] - c[0], c[0]),
+    )
+    mine, theirs = table.get(cell, set()), right.get(cell, set())
+    missing, extra = sorted(theirs - mine), sorted(mine - theirs)
+    by_unit = [(a, b) for a, b in unit if a in missing and b in mine]
+    span = f"cell {cell}"
+    if by_unit:
+        a, b = by_unit[0]
+        hint = (
+            f"{span} has {b} but not {a}, and the unit rule {a} -> {b} puts {a} over every span "
+            f"where {b} is: after filling a cell, add the unit rules' left sides, again and again "
+            "until nothing changes (a chain A -> B -> C needs two rounds)"
+        )
+    elif extra:
+        hint = (
+            f"{span} has {extra[0]}, which no rule derives from words {cell[0] + 1} to "
+            f"{cell[1]}: a label goes in a cell only through a rule whose right side is there "
+            "(X -> Y Z with Y over (i, k) and Z over (k, j) for some split i < k < j)"
+        )
+    elif cell[1] - cell[0] == 1:
+        hint = (
+            f"{span} is the word {words[cell[0]]!r}: it holds every A with A -> {words[cell[0]]!r}"
+        )
+    else:
+        hint = (
+            f"{span} lacks {missing[0]}: try every rule {missing[0]} -> Y Z and every split "
+            f"point k with {cell[0]} < k < {cell[1]}, Y in cell ({cell[0]}, k) and Z in cell "
+            f"(k, {cell[1]})"
+        )
+    return f"{problem}\nhint: {hint}"
 
 
 def _table_mistakes(rules: list, words: list[str], start: str = "S") -> list[Mistake]:
@@ -374,15 +421,13 @@ def _table_cases(hidden: bool) -> list[Case]:
         Case(
             (EXAM_RULES + [("S", ("VP",)), ("VP", ("V",))], "caught the rat".split(), "S"),
             names,
-            "the unit rules S -> VP and VP -> V apply to every cell where VP or V is, the cell "
-            "of the three words too: every cell gets its unary closure",
+            "the unit rules S -> VP and VP -> V, over spans longer than one word too",
             "a unit rule over a longer span",
         ),
         Case(
             (CHAIN_RULES, ["run"], "S"),
             names,
-            "a chain of unit rules S -> VP -> VB -> V over one word: the closure repeats its "
-            "pass over the unit rules until nothing changes",
+            "a chain of unit rules S -> VP -> VB -> V over one word",
             "a chain of unit rules",
         ),
         Case((EXAM_RULES, "the cat the rat".split(), "S"), names, hint, "not a sentence: no S"),
@@ -401,9 +446,9 @@ def check_cky_recognize(cky_recognize: Callable, hidden: bool = False) -> None:
     run_check(
         "cky_recognize",
         cky_recognize,
-        parsing.cky_recognize,
+        with_args(parsing.cky_recognize),
         _table_cases(hidden),
-        _compare_tables,
+        _compare_table_case,
         mistakes=_table_mistakes,
         same=lambda a, b: _compare_tables(a, b) == "",
     )
@@ -466,8 +511,8 @@ def check_count_parses(count_parses: Callable, hidden: bool = False) -> None:
         Case(
             (catalan_rules, ["a"] * n_long, "X"),
             names,
-            "the count is a Catalan number above 2^63: a numpy int64 overflows and a float "
-            "rounds it; Python's int is exact",
+            f"X -> X X | 'a' over {n_long} words has C_{n_long - 1} trees (a Catalan number), "
+            "above 2^63",
             f"X -> X X | 'a', {n_long} words",
             shown={"words": f"['a'] * {n_long}"},
         )
@@ -484,12 +529,18 @@ def check_count_parses(count_parses: Callable, hidden: bool = False) -> None:
                 "integer (int64) overflows past 2^63 - 1 and wraps around\nhint: keep the "
                 "counts in Python ints (a dict or a list), which never overflow"
             )
-        if isinstance(got, float):
+        if isinstance(got, float) and expected > 2**53:
             return (
                 f"expected {expected}, got {got!r} (a float): a float holds 53 bits, so counts "
                 "above 2^53 come out rounded\nhint: count with Python ints"
             )
-        return f"expected {expected}, got {int(got)}"
+        return (
+            f"expected {expected}, got {int(got)}\nhint: you counted "
+            + ("more" if got > expected else "fewer")
+            + " trees than there are: count(A, i, j) = sum over rules A -> B C and splits "
+            "i < k < j of count(B, i, k) * count(C, k, j), each (rule, split) once, and the "
+            "answer is the start symbol's count over the whole sentence"
+        )
 
     run_check(
         "count_parses",
@@ -508,6 +559,14 @@ def check_count_parses(count_parses: Callable, hidden: bool = False) -> None:
 def _dp(rules: list, words: list[str], combine: str, logs: bool = True) -> float:
     """The best (``"max"``) or total (``"sum"``) log probability of the words under S, by a
     plain loop; ``logs=False`` multiplies probabilities (underflows on long sentences)."""
+    value = _dp_chart(rules, words, combine, logs)[(0, len(words))].get("S")
+    if value is None:
+        return -math.inf if logs else 0.0
+    return value
+
+
+def _dp_chart(rules: list, words: list[str], combine: str, logs: bool = True) -> dict:
+    """The chart of :func:`_dp`: {(i, j): {nonterminal: score over words i+1 .. j}}."""
     n = len(words)
     score: dict = {}
     for i, w in enumerate(words):
@@ -528,10 +587,7 @@ def _dp(rules: list, words: list[str], combine: str, logs: bool = True) -> float
                     term = lp + b + c if logs else math.exp(lp) * b * c
                     cell[lhs] = _add(cell.get(lhs), term, combine, logs)
             score[(i, j)] = cell
-    value = score[(0, n)].get("S")
-    if value is None:
-        return -math.inf if logs else 0.0
-    return value
+    return score
 
 
 def _add(old: float | None, new: float, combine: str, logs: bool) -> float:
@@ -612,8 +668,20 @@ def _compare_viterbi(expected: Any, got: Any) -> str:
     problem = compare_numbers(logp, got[1])
     if problem:
         return f"the log probability: {problem}" + impossible_log_probability(got[1])
-    if _plain_tree(got[0]) != tree:
-        return f"the log probability is right but the tree is not: expected {show(tree)}"
+    mine = _plain_tree(got[0])
+    if mine != tree:
+        message = f"the log probability is right but the tree is not: expected {show(tree)}"
+        try:
+            right, yours = _brackets(tree, True, True), _brackets(mine, True, True)
+        except (TypeError, IndexError, ValueError):
+            return message
+        lost, added = sorted((right - yours).elements()), sorted((yours - right).elements())
+        return (
+            f"{message}\nnodes (label, first word, end) of the best tree that yours lacks: "
+            f"{show(lost[:4])}; in yours and not in it: {show(added[:4])}\nhint: the score is "
+            "the best one, so the back pointers are off: store (rule, split) only when a "
+            "candidate beats the cell's best so far, and rebuild the tree from those"
+        )
     return ""
 
 
@@ -671,14 +739,33 @@ def _inside_mistakes(rules: list, words: list[str]) -> list[Mistake]:
 def check_inside(inside: Callable, hidden: bool = False) -> None:
     """log P(words), summed over all trees, by the inside algorithm."""
 
-    def compare(expected: float, got: Any) -> str:
-        problem = compare_numbers(expected, got)
-        return problem + impossible_log_probability(got, "log P(words)") if problem else ""
+    def compare(want: Expected, got: Any) -> str:
+        """:func:`compare_numbers`, a sanity message for a value above 0, or else the right
+        inside scores of the two shortest spans and of the whole sentence, to compare with the
+        student's own chart (a single number does not say which cell went wrong)."""
+        problem = compare_numbers(want.value, got)
+        if not problem:
+            return ""
+        sanity = impossible_log_probability(got, "log P(words)")
+        rules, words = want.args
+        if sanity or len(words) > 12:
+            return problem + sanity
+        chart = _dp_chart(rules, words, "sum")
+        cells = [(0, 1), (0, 2), (0, len(words))] if len(words) > 2 else [(0, 1), (0, len(words))]
+        shown = "; ".join(
+            f"cell {cell}: " + (", ".join(f"{a} {v:.6g}" for a, v in sorted(chart[cell].items()))
+                                or "empty")
+            for cell in cells
+        )  # fmt: skip
+        return (
+            f"{problem}\nhint: compare your chart of inside log probabilities with the right one, "
+            f"cell by cell: {shown}"
+        )
 
     run_check(
         "inside",
         inside,
-        parsing.inside,
+        with_args(parsing.inside),
         _pcfg_cases(hidden, long_case=True),
         compare,
         mistakes=_inside_mistakes,
@@ -806,14 +893,33 @@ def _leaves(tree: Any) -> list[str]:
     return [w for c in tree[1:] for w in _leaves(c)]
 
 
+PARSEVAL_KEYS = ("precision", "recall", "f1", "exact")
+PARSEVAL_HINTS = {  # the hint of a wrong answer: about the first key that differs
+    "precision": "precision = the matched brackets / all predicted brackets, summed over all "
+    "sentences before dividing (a None prediction has no brackets)",
+    "recall": "recall = the matched brackets / all gold brackets, summed over all sentences "
+    "before dividing (the brackets of a sentence whose prediction is None count too)",
+    "f1": "f1 = 2 precision recall / (precision + recall), 0 when both are 0",
+    "exact": "exact = the share of sentences whose predicted brackets equal the gold ones, "
+    "each bracket as often as it occurs (a tag over a word makes no bracket)",
+}
+
+
+def _compare_parseval(expected: Any, got: Any) -> str:
+    problem = compare_scores(expected, got, PARSEVAL_KEYS)
+    if not problem or not isinstance(got, dict):
+        return problem
+    first = next(k for k in PARSEVAL_KEYS if compare_numbers(expected[k], got[k]))
+    return f"{problem}\nhint: {PARSEVAL_HINTS[first]}"
+
+
 def check_parseval(parseval: Callable, hidden: bool = False) -> None:
     """Labelled-bracket precision, recall, F1 and exact match (a dict of the four)."""
-    keys = ("precision", "recall", "f1", "exact")
     run_check(
         "parseval",
         parseval,
         parsing.parseval,
         _parseval_cases(hidden),
-        lambda expected, got: compare_scores(expected, got, keys),
+        _compare_parseval,
         mistakes=_parseval_mistakes,
     )

@@ -24,9 +24,11 @@ from nlpcourse.checks.core import (
     Case,
     Expected,
     Mistake,
+    as_array,
     compare_arrays,
     compare_numbers,
     impossible_distribution,
+    masked_weight,
     n_random,
     np_rng,
     py_rng,
@@ -74,6 +76,20 @@ def _compare_count(expected: Any, got: Any) -> str:
     return "" if got == expected else f"expected {expected}, got {show(got)}"
 
 
+def _compare_distance(want: Expected, got: Any) -> str:
+    """:func:`_compare_count`, then the right table d[i][j] when it is small enough to read, so
+    a student can print theirs and find the first entry that differs."""
+    problem = _compare_count(want.value, got)
+    a, b = want.args
+    if not problem or len(a) > 8 or len(b) > 8:
+        return problem
+    d = [[i + j if i == 0 or j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i, j in itertools.product(range(1, len(a) + 1), range(1, len(b) + 1)):
+        d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+    rows = "\n".join(f"  d[{i}] = {row}" for i, row in enumerate(d))
+    return f"{problem}\nhint: the right table, row i for the first i symbols of a:\n{rows}"
+
+
 def check_edit_distance(edit_distance: Callable, hidden: bool = False) -> None:
     """``edit_distance(a, b)``: the Levenshtein distance of two sequences (strings or tuples)."""
     names = ("a", "b")
@@ -92,7 +108,7 @@ def check_edit_distance(edit_distance: Callable, hidden: bool = False) -> None:
         b = "".join(rng.choice("abc") for _ in range(rng.randint(0, 7)))
         cases.append(Case((a, b), names, hint, "random"))
     run_check(
-        "edit_distance", edit_distance, s2s.edit_distance, cases, _compare_count,
+        "edit_distance", edit_distance, with_args(s2s.edit_distance), cases, _compare_distance,
         mistakes=_edit_mistakes,
     )  # fmt: skip
 
@@ -130,9 +146,26 @@ def _softmax_mistakes(scores: torch.Tensor, mask: torch.Tensor) -> list[Mistake]
 
 
 def _compare_weights(want: Expected, got: Any) -> str:
+    """:func:`compare_arrays`, then what the weights show: a masked position with weight, rows
+    that are no distribution, or else the row that differs with its right softmax."""
     B, S = want.value.shape
     problem = compare_arrays(want.value, got, "the weights", f"(B, S) = ({B}, {S}), like scores")
-    return problem + impossible_distribution(got, name="row of weights") if problem else ""
+    if not problem:
+        return ""
+    leak = masked_weight(got, want.args[1])
+    if leak:
+        return problem + leak
+    sanity = impossible_distribution(got, name="row of weights")
+    if sanity:
+        return problem + sanity
+    array, _ = as_array(got)
+    if array is None or array.shape != (B, S) or np.isnan(array).any():
+        return problem
+    b = int(np.argwhere(~np.isclose(array, want.value, rtol=1e-5, atol=1e-7))[0][0])
+    return (
+        f"{problem}\nhint: row {b} is a softmax over the unmasked scores of row {b} alone: "
+        f"the right row is {show(want.value[b])}"
+    )
 
 
 def check_masked_softmax(masked_softmax: Callable, hidden: bool = False) -> None:
@@ -144,13 +177,13 @@ def check_masked_softmax(masked_softmax: Callable, hidden: bool = False) -> None
         Case(
             (_t([[1.0, 2.0, 10.0]]), torch.tensor([[True, True, False]])),
             names,
-            "the third position is padding: it gets exactly 0, however large its score",
+            "the third position is padding (mask False), and its score is the largest",
             "one padded",
         ),
         Case(
             (_t([[0.5, 0.1], [3.0, -1.0]]), torch.tensor([[True, False], [True, True]])),
             names,
-            "each row is its own softmax",
+            "two rows, the first with one padded position",
             "B = 2",
         ),
     ]
@@ -195,9 +228,13 @@ def _compare_pair(want: Expected, got: Any) -> str:
     w, c = want.value
     B, S = w.shape
     D = c.shape[1]
-    return compare_arrays(w, got[0], "the weights", f"(B, S) = ({B}, {S})") or compare_arrays(
-        c, got[1], "the context", f"(B, D) = ({B}, {D})"
-    )
+    problem = compare_arrays(w, got[0], "the weights", f"(B, S) = ({B}, {S})")
+    if problem:
+        return problem + masked_weight(got[0], want.args[2])
+    problem = compare_arrays(c, got[1], "the context", f"(B, D) = ({B}, {D})")
+    if problem:
+        problem += "\nhint: the weights are right: the context is sum_j a_j k_j, weights @ keys"
+    return problem
 
 
 def _same_pair(a: Any, b: Any) -> bool:
@@ -438,6 +475,36 @@ def _compare_ids(expected: Any, got: Any) -> str:
     return "" if got_ids == list(expected) else f"expected {list(expected)}, got {got_ids}"
 
 
+def _compare_greedy(want: Expected, got: Any) -> str:
+    """:func:`_compare_ids`, then the first step where the ids part: the right id there and the
+    probabilities of both, given the right ids before it."""
+    problem = _compare_ids(want.value, got)
+    if not problem or not isinstance(got, (list, tuple, np.ndarray)):
+        return problem
+    step, state, max_len = want.args
+    mine = [int(g) for g in np.asarray(got).reshape(-1)] if len(got) else []
+    right = list(want.value)
+    if len(mine) > max_len:
+        return f"{problem}\nhint: your output has {len(mine)} ids, more than max_len = {max_len}"
+    t = next((t for t, (a, b) in enumerate(zip(right, mine, strict=False)) if a != b), None)
+    if t is None:
+        t = min(len(right), len(mine))
+        longer = "stops" if len(mine) < len(right) else "goes on"
+        return f"{problem}\nhint: your output {longer} at step {t}: the argmax there is " + (
+            "</s> (id 2), where greedy stops" if len(mine) > len(right) else f"{right[t]}"
+        )
+    y, s = BOS_ID, state
+    for prev in right[:t]:
+        _, s = step(y, s)
+        y = prev
+    logp, _ = step(y, s)
+    p = np.exp(np.asarray(logp, dtype=float))
+    return (
+        f"{problem}\nhint: at step {t} (after {right[:t] or '<s>'}) the most probable next id is "
+        f"{right[t]} (P = {p[right[t]]:.4g}); yours is {mine[t]} (P = {p[mine[t]]:.4g})"
+    )
+
+
 def check_greedy_decode(greedy_decode: Callable, hidden: bool = False) -> None:
     """``greedy_decode(step, state, max_len)``: the ids of the greedy output, without ``</s>``."""
     names = ("step", "state", "max_len")
@@ -446,7 +513,7 @@ def check_greedy_decode(greedy_decode: Callable, hidden: bool = False) -> None:
     cases = [
         Case((_fixed_table(), 0, 5), names, "greedy takes 'a' (id 3, 0.6), then </s> (0.4)",
              "like the book's example"),
-        Case((random_table(rng, 6, 4), 0, 1), names, "max_len = 1: at most one symbol",
+        Case((random_table(rng, 6, 4), 0, 1), names, "max_len = 1: one step of the decoder",
              "max_len 1"),
     ]  # fmt: skip
     for _ in range(n_random(hidden)):
@@ -454,7 +521,7 @@ def check_greedy_decode(greedy_decode: Callable, hidden: bool = False) -> None:
         cases.append(Case((random_table(rng, V, T), 0, int(rng.integers(1, 8))), names, hint,
                            "random"))  # fmt: skip
     run_check(
-        "greedy_decode", greedy_decode, s2s.greedy_decode, cases, _compare_ids,
+        "greedy_decode", greedy_decode, with_args(s2s.greedy_decode), cases, _compare_greedy,
         mistakes=_greedy_mistakes,
     )  # fmt: skip
 
@@ -563,6 +630,60 @@ def _beam_mistakes(step, state, beam_size, max_len, length_penalty) -> list[Mist
     ]  # fmt: skip
 
 
+def _output_score(step, state, ids: list[int], max_len: int, alpha: float) -> float | None:
+    """``log P / |y|^alpha`` of the output ``ids`` (then ``</s>``, unless it has ``max_len``
+    symbols), or None when it is no output of the model (an id it cannot emit, too long)."""
+    symbols = list(ids) + ([EOS_ID] if len(ids) < max_len else [])
+    if len(ids) > max_len or EOS_ID in ids:
+        return None
+    total, s, y = 0.0, state, BOS_ID
+    for nxt in symbols:
+        logp, s = step(y, s)
+        if not 0 <= nxt < len(logp):
+            return None
+        total += float(logp[nxt])
+        y = nxt
+    return total / len(symbols) ** alpha if total > -math.inf else None
+
+
+def _compare_beam_case(want: Expected, got: Any) -> str:
+    """:func:`_compare_beam`, then what the answer shows: the normalised score of the student's
+    own output under the model, beside the best one, or the parts of the right score."""
+    problem = _compare_beam(want.value, got)
+    if not problem or not isinstance(got, (tuple, list)) or len(got) != 2:
+        return problem
+    step, state, beam_size, max_len, alpha = want.args
+    ids, score = want.value
+    try:
+        mine = [int(g) for g in np.asarray(got[0]).reshape(-1)] if len(got[0]) else []
+    except (TypeError, ValueError):
+        return problem
+    own = _output_score(step, state, mine, max_len, alpha)
+    n = len(ids) + (1 if len(ids) < max_len else 0)
+    if mine == list(ids):
+        return (
+            f"{problem}\nhint: the right score is (sum of log P) / |y|^{alpha:g} with |y| = {n} "
+            f"(the symbols, </s> included if the output ended) = {score:.6g}"
+        )
+    if own is None:
+        return (
+            f"{problem}\nhint: your ids are no output of the model (an id it gives P = 0, "
+            "</s> inside, or more than max_len symbols)"
+        )
+    return (
+        f"{problem}\nhint: your output's own normalised score is {own:.6g}, the right one's "
+        f"{score:.6g}: "
+        + (
+            "the right output scores higher, and a beam of this size keeps it: check what your "
+            "beam keeps at each step (the beam_size best by summed log-probability, ended "
+            "hypotheses included) and how the answer is picked at the end"
+            if own < score
+            else "yours scores higher, but the beam search does not find it: the answer is the "
+            "best of the hypotheses kept, not of every output"
+        )
+    )
+
+
 def _compare_beam(expected: Any, got: Any) -> str:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return f"expected a pair (ids, score), got {show(got)}"
@@ -616,7 +737,7 @@ def check_beam_search(beam_search: Callable, hidden: bool = False) -> None:
                                "a beam this wide keeps every output: it must find the best one",
                                "exhaustive"))  # fmt: skip
     run_check(
-        "beam_search", beam_search, _beam_answer, cases, _compare_beam,
+        "beam_search", beam_search, with_args(_beam_answer), cases, _compare_beam_case,
         mistakes=_beam_mistakes, same=_same_beam,
     )  # fmt: skip
 

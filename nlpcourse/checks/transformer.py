@@ -31,6 +31,7 @@ from nlpcourse.checks.core import (
     Mistake,
     as_array,
     compare_arrays,
+    masked_weight,
     n_random,
     np_rng,
     run_check,
@@ -119,9 +120,32 @@ def _compare_attention(want: Expected, got: Any) -> str:
             f"attention weights (..., T_q, T_k); got {type(got).__name__}"
         )
     problem = compare_arrays(alpha, got[1], "the weights (second result)", "(..., T_q, T_k)")
+    mask = want.args[3]
     if problem:
+        leak = masked_weight(got[1], mask, "the weights")
+        if leak:
+            return problem + leak
+        array, _ = as_array(got[1])
+        if array is not None and array.shape == np.shape(alpha) and not np.isnan(array).any():
+            sums = array.sum(axis=-1)
+            if not np.allclose(sums, 1.0, atol=1e-6):
+                where = tuple(int(i) for i in np.argwhere(~np.isclose(sums, 1.0, atol=1e-6))[0])
+                return (
+                    f"{problem}\nhint: the weights of query {list(where)} sum to "
+                    f"{float(sums[where]):.6g}: each query's weights over the keys sum to 1 "
+                    "(a softmax over the last axis)"
+                )
+        elif array is not None and np.isnan(array).any() and mask is not None:
+            return (
+                f"{problem}\nhint: nan comes from a softmax whose scores are all -inf: is "
+                "every key of some query masked? The mask is True where a query MAY attend, so "
+                "fill the scores where it is False"
+            )
         return problem
-    return compare_arrays(z, got[0], "the output (first result)", "(..., T_q, d_v)")
+    problem = compare_arrays(z, got[0], "the output (first result)", "(..., T_q, d_v)")
+    if problem:
+        problem += "\nhint: the weights are right: the output is weights @ v"
+    return problem
 
 
 def _attention_torch(q, k, v, mask=None) -> Expected:
@@ -170,8 +194,7 @@ def check_scaled_dot_product_attention(function: Callable, hidden: bool = False)
                 tf.causal_mask(3),
             ),
             names,
-            "a causal mask: query i may attend to keys j <= i only (mask True = may attend); "
-            "set the other scores to -inf before the softmax",
+            "a causal mask: query i may attend to keys j <= i only (mask True = may attend)",
             "causal mask",
         ),
     ]
@@ -294,8 +317,30 @@ def _split_mistakes(x, H) -> list[Mistake]:
     ]
 
 
+def _worst(want: Any, got: Any) -> tuple[int, ...] | None:
+    """The index of the entry of ``got`` that differs most from ``want`` (same shape, no nan), or
+    None."""
+    array, _ = as_array(got)
+    want = np.asarray(want, dtype=float)
+    if array is None or array.shape != want.shape or np.isnan(array).any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(np.argmax(np.abs(array - want)), want.shape))
+
+
 def _compare_split(want: Expected, got: Any) -> str:
-    return compare_arrays(want.value, got, "the answer", "(B, H, T, D/H)")
+    """:func:`compare_arrays`, then where the entry that differs most comes from in ``x``."""
+    problem = compare_arrays(want.value, got, "the answer", "(B, H, T, D/H)")
+    where = _worst(want.value, got) if problem else None
+    if where is None:
+        return problem
+    b, h, t, f = where
+    x, H = want.args
+    Dh = x.shape[-1] // H
+    return (
+        f"{problem}\nhint: entry [{b}, {h}, {t}, {f}] is feature {f} of head {h} at position "
+        f"{t}: x[{b}, {t}, {h * Dh + f}] (head h holds features h*D/H .. (h+1)*D/H - 1, D/H = "
+        f"{Dh})"
+    )
 
 
 def check_split_heads(function: Callable, hidden: bool = False) -> None:
@@ -334,7 +379,18 @@ def _merge_mistakes(x) -> list[Mistake]:
 
 
 def _compare_merge(want: Expected, got: Any) -> str:
-    return compare_arrays(want.value, got, "the answer", "(B, T, D) with D = H * D/H")
+    """:func:`compare_arrays`, then where the entry that differs most comes from in ``x``."""
+    problem = compare_arrays(want.value, got, "the answer", "(B, T, D) with D = H * D/H")
+    where = _worst(want.value, got) if problem else None
+    if where is None:
+        return problem
+    b, t, f = where
+    (x,) = want.args
+    Dh = x.shape[-1]
+    return (
+        f"{problem}\nhint: entry [{b}, {t}, {f}] is feature {f % Dh} of head {f // Dh} at "
+        f"position {t}: x[{b}, {f // Dh}, {t}, {f % Dh}] (D/H = {Dh}, head 0 first)"
+    )
 
 
 def check_merge_heads(function: Callable, hidden: bool = False) -> None:
@@ -408,7 +464,20 @@ def _layer_norm_torch(x, gamma, beta, eps=1e-5) -> Expected:
 
 
 def _compare_ln(want: Expected, got: Any) -> str:
-    return compare_arrays(want.value, got, "the answer", "the same shape as x")
+    """:func:`compare_arrays`, then the statistics of the vector of the entry that differs most
+    (its mean and biased variance over the last axis)."""
+    problem = compare_arrays(want.value, got, "the answer", "the same shape as x")
+    where = _worst(want.value, got) if problem else None
+    if where is None:
+        return problem
+    x, gamma, beta, eps = want.args
+    row = np.asarray(x, dtype=float)[where[:-1]]
+    return (
+        f"{problem}\nhint: the vector x{list(where[:-1]) if where[:-1] else ''} has mean "
+        f"{row.mean():.6g} and variance {row.var():.6g} (the mean of the squared deviations, "
+        f"over its {row.size} features); entry {where[-1]} is gamma[{where[-1]}] * (x - mean) / "
+        f"sqrt(variance + eps) + beta[{where[-1]}]"
+    )
 
 
 def check_layer_norm(function: Callable, hidden: bool = False) -> None:
@@ -487,7 +556,17 @@ def _compare_pe(want: Any, got: Any) -> str:
     want = np.asarray(want, dtype=float)
     if array.shape == want.shape and np.all(np.abs(array - want) <= PE_ATOL):
         return ""
-    return compare_arrays(want, array, "the encoding", "(T, D)")
+    problem = compare_arrays(want, array, "the encoding", "(T, D)")
+    where = _worst(want, array)
+    if where is None:
+        return problem
+    t, k = where
+    D = want.shape[1]
+    i = k // 2
+    return (
+        f"{problem}\nhint: PE[{t}, {k}] is the {'sin' if k % 2 == 0 else 'cos'} of pair i = "
+        f"{i}: {'sin' if k % 2 == 0 else 'cos'}({t} / 10000^({2 * i}/{D}))"
+    )
 
 
 def check_sinusoidal_encoding(function: Callable, hidden: bool = False) -> None:
