@@ -113,6 +113,36 @@ def test_grading_invariants(assignment, tmp_path):
     assert "blank" in scores["csv"].read_text()
 
 
+@pytest.mark.slow
+def test_a_wrong_kind_of_task_costs_its_own_half_point_by_both_routes(tmp_path):
+    """Issue 42 §5: architecture_for is credited per kind of task. One many-to-one task answered
+    wrong loses that kind's cell (0.5 of 2) under nbgrader and under the class grader alike; the
+    expected points are read from the source notebook's metadata."""
+    sys.path.insert(0, str(grading.REPO))  # the autograder package, as `python -m autograder`
+    from autograder.results import Limits
+    from autograder.sandbox import grade_submission
+
+    code = grading.solution_code("04-rnn")["architecture_for"]
+    wrong = code.replace('"spam detection": "many-to-one"', '"spam detection": "many-to-many"')
+    assert wrong != code
+    cells = graded_cells_by_part("04-rnn")["architecture_for"]
+    expected = {cell: (0.0 if cell.endswith("many_to_one") else p) for cell, p in cells.items()}
+    assert sum(expected.values()) == sum(cells.values()) - 0.5
+
+    submission = grading.submission("04-rnn", {"architecture_for": wrong})
+    scores = grading.grade(tmp_path, "04-rnn", {"spam-wrong": submission})["spam-wrong"]
+    assert {cell: scores[cell] for cell in cells} == expected, scores
+
+    name = grading.notebook_path(grading.REPO / "solutions", "04-rnn").name
+    source = nbformat.read(grading.notebook_path(grading.REPO / "solutions", "04-rnn"), 4)
+    result = grade_submission(
+        nbformat.writes(submission).encode(), name, source, assignment="04-rnn",
+        student="spam-wrong", limits=Limits(), expected_name=name,
+    )  # fmt: skip
+    by_cell = {part.grade_id: part.points for part in result.parts}
+    assert {cell: by_cell[cell] for cell in cells} == expected, result.parts
+
+
 # ------------------------------------------------- issue 27: what a student meets in the notebook
 
 
