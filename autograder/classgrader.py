@@ -620,13 +620,17 @@ class Summary:
     coordinator_seconds: float = 0.0  # wall-clock spent recording results (autograded + gradebook)
     feedback_problems: str = ""
     outputs: dict[str, Path | str] = field(default_factory=dict)  # where each output went, by name
+    # the reviews open in the gradebook after the run, by student: (status, why); see open_reviews
+    review: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def counts(self) -> Counter:
         return Counter(r["status"] for r in self.results.values())
 
     def text(self) -> str:
-        """The run in words: one line per status (they add up to the submissions graded), the
-        reasons of every submission flagged for review, and where the outputs went."""
+        """The run in words: one line per status (they add up to the submissions graded this run),
+        every submission whose review is open in the gradebook, with why (:attr:`review`: this
+        run's and earlier runs', none that was resolved in formgrader), and where the outputs
+        went."""
         n = len(self.results)
         rate = f", {n / self.seconds * 60:.1f} per minute" if n and self.seconds else ""
         lines = [
@@ -636,13 +640,12 @@ class Summary:
         counts = self.counts()
         for status in STATUSES:
             lines.append(f"  {status.replace('_', ' '):13s} {counts[status]:4d}")
-        review = sorted(s for s, r in self.results.items() if r["needs_review"])
+        review = self.review
         lines.append(f"  for review    {len(review):4d}" + (" (why:)" if review else ""))
-        for student in review:  # student text is shown inert (issue 40 §5): one line each
-            result = self.results[student]
-            reasons = "; ".join(result["reasons"]) or "no reason recorded"
-            status = result["status"].replace("_", " ")
-            lines.append(f"      {for_terminal(student)} ({status}): {for_terminal(reasons)}")
+        for student, (status, why) in sorted(review.items()):
+            # student text is shown inert (issue 40 §5): one line each
+            shown = status.replace("_", " ")
+            lines.append(f"      {for_terminal(student)} ({shown}): {for_terminal(why)}")
         lines.append(
             f"  not graded    {len(self.failed):4d}"
             + (" (run again to grade them)" if self.failed else "")
@@ -907,6 +910,7 @@ def grade_assignment(
                 )  # fmt: skip
                 phases.done("grading")
             phases.done("cluster stop")
+        summary.review = open_reviews(gb, assignment.name)
     finally:
         gb.close()
     summary.seconds = time.monotonic() - start
@@ -922,6 +926,27 @@ def grade_assignment(
         write_csv(course, assignment, csv_path)
         summary.outputs["CSV"] = csv_path
     return summary
+
+
+def open_reviews(gb: Any, assignment: str) -> dict[str, tuple[str, str]]:
+    """The submissions of ``assignment`` whose review is open in the gradebook now (flagged in
+    formgrader, or a cell still to grade by hand), by student: the grader's status and why. Read
+    by the one reader of grades (:func:`autograder.gradebook_writer.class_grades`), so that the
+    run's summary agrees with formgrader: it listed this run's results, which showed a review
+    resolved in formgrader as open again after a regrade, and left out the open reviews of the
+    students it did not grade (issue 45)."""
+    from autograder import gradebook_writer
+
+    _, rows = gradebook_writer.class_grades(gb, assignment)
+    out = {}
+    for row in rows:
+        if row.review != "open":
+            continue
+        why = list(row.reasons)
+        if row.needs_manual_grade:
+            why.append("to grade by hand: " + ", ".join(row.needs_manual_grade))
+        out[row.student] = (row.status, "; ".join(why) or "flagged in formgrader")
+    return out
 
 
 @contextmanager
@@ -963,23 +988,27 @@ def write_csv(course: Course, assignment: Assignment, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m autograder grade``; ``argv`` is what follows ``grade`` (``__main__.py`` lists
+    the commands and passes each the arguments after its name)."""
     parser = argparse.ArgumentParser(
-        prog="python -m autograder",
+        prog="python -m autograder grade",
         description="Grade a class: student code in a sandbox, checks outside it, on Dask.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("grade", help="grade every submission of an assignment")
-    add_course_arguments(p)
-    p.add_argument("--root", type=Path, help="course root (default: from nbgrader_config.py)")
-    where = p.add_mutually_exclusive_group()
+    add_course_arguments(parser)
+    parser.add_argument("--root", type=Path, help="course root (default: from nbgrader_config.py)")
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://host:8786")
     where.add_argument("--workers", type=int, help="local worker processes (default: CPU cores)")
-    p.add_argument("--student", nargs="+", action="extend", default=[], help="only these students")
-    p.add_argument("--regrade", action="store_true", help="grade again what is already graded")
-    p.add_argument("--csv", type=Path, help="CSV path (default: <course>/grades-<assignment>.csv)")
-    p.add_argument("--no-feedback", action="store_true", help="do not write feedback HTML")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    box = p.add_argument_group("sandbox limits, per submission")
+    parser.add_argument(
+        "--student", nargs="+", action="extend", default=[], help="only these students"
+    )
+    parser.add_argument("--regrade", action="store_true", help="grade again what is already graded")
+    parser.add_argument(
+        "--csv", type=Path, help="CSV path (default: <course>/grades-<assignment>.csv)"
+    )
+    parser.add_argument("--no-feedback", action="store_true", help="do not write feedback HTML")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    box = parser.add_argument_group("sandbox limits, per submission")
     for name, kind, default, unit, meaning in Limits.described():
         box.add_argument(
             "--" + name.replace("_", "-"),

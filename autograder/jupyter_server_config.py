@@ -45,16 +45,26 @@ What a student wrote is shown on these pages, so they are built to keep it inert
   policy (no other origin, no plugin, no frame from elsewhere) still holds there. The files of a
   submission that formgrader serves (``/formgrader/submissions/<id>/<file>``) are a student's, and
   get the strictest policy (:data:`STUDENT_FILE_POLICY`: sandboxed, no script).
+* **Formgrader's own pages escape every value** (:data:`FORMGRADER_PAGES`): nbgrader renders them
+  without Jinja's autoescape, so a student's id or the path of a missing notebook was markup.
+
+And formgrader says when its gradebook cannot be opened (issue 45): each of its pages answers
+with the one line nbgrader's commands give (:func:`prepare_formgrader_request`), where it stayed
+at "Loading, please wait...".
 """
 
 import base64
 import glob
 import hashlib
+import json
 import os
 import re
+import sys
 import sysconfig
 
+import jinja2
 import notebook
+from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from jupyterlab.commands import get_app_dir
 from nbgrader.server_extensions.formgrader import base as formgrader_base
@@ -193,3 +203,59 @@ def formgrader_policy(handler: web.RequestHandler) -> str:
 
 # nbgrader's formgrader handlers all derive from its BaseHandler; their pages get their policy
 formgrader_base.BaseHandler.content_security_policy = property(formgrader_policy)
+
+
+# ------------------------------------------------------------------ formgrader's own pages
+
+# nbgrader renders formgrader's own pages (the lists, the manage pages, the page of a missing
+# notebook; not the notebook itself, which nbconvert renders with the course's sanitiser) in a
+# Jinja environment of its own made with Jinja's default: no autoescape. So a value written into a
+# page was markup: a student's id, the path of a missing autograded notebook (formgrade_404.tpl),
+# the configuration shown on Manage Assignments. None of these pages writes a value meant as HTML
+# (every one is an id, a name, a path, a URL, a number or a text), so the course renders them all
+# with autoescape on (issue 40), its own templates first (FORMGRADER_TEMPLATES: a working
+# formgrade_404.tpl, the page of a gradebook that cannot be opened). Done by replacing the
+# render method of nbgrader's formgrader BaseHandler, as for the policy above.
+FORMGRADER_TEMPLATES = os.path.join(here, "jupyter", "formgrader")
+FORMGRADER_PAGES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader([FORMGRADER_TEMPLATES, formgrader_handlers.template_path]),
+    autoescape=True,
+)
+
+
+def render_formgrader_page(handler: web.RequestHandler, name: str, **namespace) -> str:
+    """One of formgrader's own pages, every value escaped (see above)."""
+    return FORMGRADER_PAGES.get_template(name).render(**namespace)
+
+
+formgrader_base.BaseHandler.render = render_formgrader_page
+
+# A PostgreSQL gradebook that cannot be opened (the database does not exist, the server does not
+# answer) left formgrader at "Loading, please wait...": its pages load, then their scripts' calls
+# to /formgrader/api/ fail with an error the scripts do not show (issue 45). Each of formgrader's
+# requests first checks the gradebook (postgres.check_gradebook: one connection, nothing for
+# SQLite) and, when it cannot be opened, answers 503 with the one line nbgrader's own commands
+# give (nbgrader_config.py): on a page, formgrader's page saying so; from the API, JSON.
+sys.path.insert(0, here)
+import postgres  # noqa: E402 (lives beside this file, as for nbgrader_config.py)
+
+
+async def prepare_formgrader_request(handler: formgrader_base.BaseHandler) -> None:
+    """The Jupyter server's own preparation (the login), then the gradebook's check (above)."""
+    await JupyterHandler.prepare(handler)
+    if handler._finished or handler.current_user is None:  # redirected, or not logged in
+        return
+    try:
+        postgres.check_gradebook(handler.db_url)
+    except postgres.GradebookError as error:
+        handler.set_status(503)
+        if isinstance(handler, formgrader_base.BaseApiHandler):
+            handler.set_header("Content-Type", "application/json")
+            handler.finish(json.dumps({"message": str(error)}))
+        else:
+            handler.finish(
+                handler.render("gradebook_error.tpl", base_url=handler.base_url, message=str(error))
+            )
+
+
+formgrader_base.BaseHandler.prepare = prepare_formgrader_request

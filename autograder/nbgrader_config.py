@@ -52,7 +52,8 @@ c.CourseDirectory.course_id = "nlpcourse"
 # install, the database that does not exist, the server that does not answer) from nbgrader's
 # commands, which otherwise end in "Please see the above traceback for details" or 136-163 lines of
 # traceback. In the Jupyter server, which loads this file again at each of formgrader's requests,
-# only the driver is checked (postgres.check_for_nbgrader).
+# only the driver is checked (postgres.check_for_nbgrader); formgrader's pages say the rest
+# (jupyter_server_config.py).
 if not c.CourseDirectory.db_url.startswith("sqlite"):
     import postgres  # lives beside this file
 

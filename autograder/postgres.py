@@ -139,15 +139,20 @@ def _holder(cursor: Any, key1: int, key2: int) -> str:
 
 def check_for_nbgrader(db_url: str) -> None:
     """What ``nbgrader_config.py`` checks of a PostgreSQL gradebook (issue 45). In nbgrader's own
-    commands (``nbgrader export``, ``nbgrader db ...``: an nbgrader application is the process's
-    singleton, which the Jupyter server's formgrader never makes), that it opens (driver,
-    database, server: :func:`check_gradebook`), so that they say in one line what is wrong
-    instead of 136-163 lines of traceback. Anywhere else (the Jupyter server, which loads that
-    file again at each of formgrader's requests; the class grader, which checks for itself), only
-    that the driver imports."""
+    commands (``nbgrader export``, ``nbgrader db ...``: the process's application is an nbgrader
+    application), that it opens (driver, database, server: :func:`check_gradebook`), so that they
+    say in one line what is wrong instead of 136-163 lines of traceback. Anywhere else, only that
+    the driver imports: the class grader checks for itself, and the Jupyter server loads that
+    file again at each of formgrader's requests, where a ``SystemExit`` would stop the server
+    (its application is JupyterLab's; ``NbGrader.initialized()``, asked before, is true there
+    too: traitlets reads the singleton of a parent class, JupyterApp's, so a wrong database
+    stopped the server as it started). Formgrader says what is wrong on its pages instead
+    (``jupyter_server_config.py``)."""
     from nbgrader.apps.baseapp import NbGrader
+    from traitlets.config import Application
 
-    if NbGrader.initialized():
+    running = Application.instance() if Application.initialized() else None
+    if isinstance(running, NbGrader):
         check_gradebook(db_url)
     else:
         import_driver(db_url)

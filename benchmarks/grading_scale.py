@@ -37,8 +37,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +48,9 @@ sys.path.insert(0, str(REPO))
 import nbformat  # noqa: E402
 
 from autograder import grading  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests"))
+import services  # noqa: E402 (the tests' free port and process-group stop, shared)
 
 _spec = importlib.util.spec_from_file_location(
     "grading_benchmark", Path(__file__).with_name("grading.py")
@@ -196,15 +197,9 @@ def scores(root: Path) -> dict[str, dict[str, float]]:
     return bench.gradebook_scores(root)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_cluster(logs: Path) -> tuple[str, list[subprocess.Popen]]:
     """``dask scheduler`` and two ``dask worker --nthreads 1``, as the README starts them."""
-    port = free_port()
+    port = services.free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     commands = [[DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
@@ -225,17 +220,6 @@ def start_cluster(logs: Path) -> tuple[str, list[subprocess.Popen]]:
     with Client(address, timeout="120s") as client:
         client.wait_for_workers(2, timeout=300)
     return address, processes
-
-
-def stop_cluster(processes: list[subprocess.Popen]) -> None:
-    for process in reversed(processes):
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def summary_line(printed: str) -> str:
@@ -320,7 +304,7 @@ def main() -> None:
                         flush=True,
                     )
         finally:
-            stop_cluster(processes)
+            services.stop_process_groups(processes)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()

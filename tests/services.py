@@ -14,11 +14,14 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+import urllib.request
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -144,6 +147,61 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
 
 
+def stop_process_groups(processes: Iterable[subprocess.Popen], seconds: float = 30) -> None:
+    """Stop each process (the last started first) with everything it started: each was started
+    in a session of its own (``start_new_session=True``), so its process group holds its
+    children (a Dask scheduler's, a shell's). SIGTERM, then SIGKILL after ``seconds``."""
+    for process in reversed(list(processes)):
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def wait_for(url: str, server: subprocess.Popen, log: Path, seconds: float = 240) -> None:
+    """Wait until ``url`` answers; fail with the end of ``log`` if ``server`` stops or never
+    answers."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"the Jupyter server stopped: {log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(1)
+    pytest.fail(f"the Jupyter server did not answer: {log.read_text()[-3000:]}")
+
+
+@contextmanager
+def jupyter_server(
+    course: Path, token: str, log: Path, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """The course's Jupyter server as the README starts it (``jupyter lab
+    --config=jupyter_server_config.py`` from the course's ``autograder/`` folder ``course``, so
+    that file and ``nbgrader_config.py`` apply), on 127.0.0.1 with ``token``, its output in
+    ``log``; yields its base URL once it answers, and stops it at the end."""
+    port = free_port()
+    jupyter = str(Path(PYTHON).parent / "jupyter")
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [jupyter, "lab", "--config=jupyter_server_config.py", "--no-browser",
+             "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
+             *(["--allow-root"] if os.geteuid() == 0 else [])],
+            cwd=course, env=env or environment(), stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(f"{base}/api/status?token={token}", server, log)
+        yield base
+    finally:
+        stop_process_groups([server])
+
+
 # ---------------------------------------------------------------- a class with known mistakes
 
 
@@ -214,3 +272,16 @@ def in_process_client():
     from distributed import Client
 
     return Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0")
+
+
+def grade_in_process(course, assignment: str, **options):
+    """``classgrader.grade_assignment`` of ``course`` (a loaded course) with
+    :func:`checked_in_process` on :func:`in_process_client`, no progress bar: the course's own
+    generated submissions graded without a sandbox. ``options`` go to ``grade_assignment``."""
+    from autograder import classgrader
+
+    with in_process_client() as client:
+        return classgrader.grade_assignment(
+            course, assignment, client=client, grade_function=checked_in_process, progress=False,
+            **options,
+        )  # fmt: skip

@@ -21,7 +21,6 @@ that page:
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import subprocess
@@ -39,19 +38,6 @@ from test_browser import ARGS, CHROMIUM, sync_playwright  # noqa: E402
 pytestmark = pytest.mark.slow  # grades with the real sandbox, starts a Jupyter server and Chromium
 ASSIGNMENT = "01-ngrams"
 TOKEN = "formgrader-test-token"
-
-
-def wait_for(url: str, server: subprocess.Popen, log: Path, seconds: float = 240) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"the Jupyter server stopped: {log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError:
-            time.sleep(1)
-    pytest.fail(f"the Jupyter server did not answer: {log.read_text()[-3000:]}")
 
 
 def gradebook(root: Path):
@@ -79,20 +65,8 @@ def test_formgrader_offline_keeps_comments_and_flags(tmp_path):
         submission_id, flagged_before = nb.id, nb.flagged
     assert flagged_before, graded.stdout  # a misnamed notebook is graded and flagged
 
-    port = services.free_port()
-    base = f"http://127.0.0.1:{port}"
     log = tmp_path / "server.log"
-    jupyter = str(Path(sys.executable).parent / "jupyter")
-    with open(log, "w") as out:
-        server = subprocess.Popen(
-            [jupyter, "lab", "--config=jupyter_server_config.py", "--no-browser",
-             "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}",
-             *(["--allow-root"] if os.geteuid() == 0 else [])],
-            cwd=tmp_path / "autograder", env=services.environment(), stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        wait_for(f"{base}/api/status?token={TOKEN}", server, log)
+    with services.jupyter_server(tmp_path / "autograder", TOKEN, log) as base:
         check_the_student_side_is_off(base)
         with sync_playwright()() as p:
             chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
@@ -100,13 +74,6 @@ def test_formgrader_offline_keeps_comments_and_flags(tmp_path):
                 check_the_pages(chromium, base, submission_id, tmp_path)
             finally:
                 chromium.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
     text = log.read_text()
     assert "Unwritable directory" not in text, text[-3000:]
     assert "not a subdirectory of the notebook server root" not in text, text[-3000:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import course_nbgrader as course  # noqa: E402
 import services  # noqa: E402
 
+from autograder import __main__ as commands  # noqa: E402 (python -m autograder)
 from autograder import classgrader  # noqa: E402
 from autograder.results import STATUSES, Limits  # noqa: E402
 
@@ -60,12 +62,34 @@ def test_released_matches_what_nbgrader_hands_out():
 def test_the_limit_flags_say_their_defaults_and_units():
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        classgrader.main(["grade", "--help"])
+        commands.main(["grade", "--help"])
     text = " ".join(out.getvalue().split())
     for name, _, default, unit, _ in Limits.described():
         assert getattr(Limits(), name) == default
         assert f"--{name.replace('_', '-')}" in text
         assert f"(default: {default:,} {unit})" in text, (name, text)
+
+
+def test_the_help_lists_every_command_it_runs():
+    """Issue 45: ``python -m autograder --help`` listed ``grade`` only, while ``report`` and
+    ``lms`` ran all the same. Every command of the dispatch table (``COMMANDS``) is listed by the
+    command an instructor types, with its line, and no other; each runs: ``python -m autograder
+    <command> --help`` shows that command's own usage."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "autograder", "--help"], cwd=REPO, env=services.environment(),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    listed = re.findall(r"^    (\S+)\s+(.*)$", shown.stdout, re.M)  # argparse's list of commands
+    assert [name for name, _ in listed] == list(commands.COMMANDS), shown.stdout
+    text = " ".join(shown.stdout.split())
+    for name, (_, what) in commands.COMMANDS.items():
+        assert f"{name} {what}" in text, (name, shown.stdout)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stopped:
+            commands.main([name, "--help"])
+        assert stopped.value.code == 0
+        assert " ".join(out.getvalue().split()).startswith(f"usage: python -m autograder {name} ")
 
 
 def result(status: str, review: bool, reasons: list[str]) -> dict:
@@ -81,6 +105,9 @@ def test_the_summary_counts_add_up():
         "dan": result("timed_out", True, ["the cell 'mle_prob' was stopped"]),
         "eve": result("zero", False, ["no part passed"]),
     }
+    summary.review = {  # open in the gradebook (read there by grade_assignment)
+        s: (r["status"], r["reasons"][0]) for s, r in summary.results.items() if r["needs_review"]
+    }
     summary.outputs = {"CSV": Path("/tmp/grades.csv")}
     lines = summary.text().splitlines()
     counts = {line.split()[0]: int(line.split()[-1]) for line in lines[1 : 1 + len(STATUSES)]}
@@ -91,12 +118,48 @@ def test_the_summary_counts_add_up():
     assert lines[-1] == "CSV:       /tmp/grades.csv"
 
 
+@pytest.mark.slow  # grades three times (in-process Dask)
+def test_the_summary_lists_the_reviews_open_in_the_gradebook(tmp_path):
+    """Issue 45: the run's summary listed "for review" from this run's results: after the
+    instructor resolved a review in formgrader (unflagged the submission), a regrade listed it
+    open again, and a run that graded nobody listed none of the reviews still open. It lists what
+    the gradebook has open, as formgrader shows it: two misnamed notebooks are flagged, one is
+    unflagged as formgrader's flag button does; then a regrade and a run that grades nobody."""
+    from nbgrader.api import Gradebook
+
+    course_dir = services.make_course(tmp_path, ASSIGNMENT)
+    for student in ("ana", "ben", "cal"):
+        services.hand_in(tmp_path, ASSIGNMENT, {student: services.mistaken(ASSIGNMENT, [])})
+    for student in ("ben", "cal"):
+        folder = tmp_path / "autograder" / "submitted" / student / ASSIGNMENT
+        (folder / "ngrams.ipynb").rename(folder / "ngrams-Copy1.ipynb")
+    graded = classgrader.load_course(course_dir)
+
+    def run(regrade: bool) -> list[str]:
+        """The students the summary lists for review, and checks the count beside them."""
+        summary = services.grade_in_process(graded, ASSIGNMENT, regrade=regrade, feedback=False)
+        lines = summary.text().splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("  for review"))
+        count = int(lines[start].split()[2])
+        listed = [line.split()[0] for line in lines[start + 1 : start + 1 + count]]
+        assert all("expected ngrams.ipynb" in line for line in lines[start + 1 : start + 1 + count])
+        return listed
+
+    assert run(regrade=False) == ["ben", "cal"]
+    with Gradebook(graded.db_url, "nlpcourse") as gb:  # formgrader's flag button, on ben's
+        nb = gb.find_submission_notebook("ngrams", ASSIGNMENT, "ben")
+        nb.flagged = not nb.flagged
+        gb.db.commit()
+    assert run(regrade=True) == ["cal"]  # the same files graded again: ben's review stays resolved
+    assert run(regrade=False) == ["cal"]  # nobody graded: cal's review is still open
+
+
 def test_a_course_that_cannot_be_graded_is_a_message_not_a_traceback(tmp_path, capsys):
     # issue 31: library functions raise CourseError; main turns it into the message and status 2
     with pytest.raises(classgrader.CourseError, match="no nbgrader_config.py"):
         classgrader.load_course(tmp_path)
     with pytest.raises(SystemExit) as stopped:
-        classgrader.main(["grade", "01-ngrams", "--course", str(tmp_path)])
+        commands.main(["grade", "01-ngrams", "--course", str(tmp_path)])
     assert stopped.value.code == 2
     said = capsys.readouterr().err
     assert "no nbgrader_config.py" in said and "Traceback" not in said
@@ -152,11 +215,7 @@ def test_late_work_an_extension_and_a_manual_grade_agree_in_every_output(tmp_pat
     grades_csv = course_dir / f"grades-{ASSIGNMENT}.csv"
 
     def grade() -> classgrader.Summary:
-        with services.in_process_client() as c:
-            return classgrader.grade_assignment(
-                course, ASSIGNMENT, client=c, grade_function=services.checked_in_process,
-                progress=False, feedback=False, csv_path=grades_csv,
-            )  # fmt: skip
+        return services.grade_in_process(course, ASSIGNMENT, feedback=False, csv_path=grades_csv)
 
     assert len(grade().results) == 4
     full_marks = sum(report_points().values())
@@ -243,11 +302,7 @@ def test_the_note_for_review_never_reaches_the_students_feedback(tmp_path):
     folder = tmp_path / "autograder" / "submitted" / "ben" / ASSIGNMENT
     (folder / "ngrams.ipynb").rename(folder / "ngrams-Copy1.ipynb")
     graded = classgrader.load_course(course_dir)
-    with services.in_process_client() as c:
-        classgrader.grade_assignment(
-            graded, ASSIGNMENT, client=c, grade_function=services.checked_in_process,
-            progress=False,
-        )  # fmt: skip
+    services.grade_in_process(graded, ASSIGNMENT)
     with Gradebook(graded.db_url, "nlpcourse") as gb:
         nb = gb.find_submission_notebook("ngrams", ASSIGNMENT, "ben")
         notes = [c.comment for c in nb.comments if c.comment]

@@ -19,11 +19,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import nbformat
@@ -33,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import services  # noqa: E402
 from adversarial import markup  # noqa: E402
 from adversarial.notebooks import honest_code, release, replaced  # noqa: E402
+from adversarial.notebooks import points as notebook_points  # noqa: E402
+from adversarial.notebooks import test_of as cell_grading  # noqa: E402
 
 from autograder import classgrader, inert  # noqa: E402
 
@@ -96,6 +100,7 @@ def test_summary_keeps_every_line_whatever_a_student_raised():
         "mallory\x1b[2K": {"status": "needs_review", "needs_review": True, "reasons": [attack]},
         "ana": {"status": "graded", "needs_review": False, "reasons": []},
     }
+    summary.review = {"mallory\x1b[2K": ("needs_review", attack)}  # open in the gradebook
     summary.failed = {"eve\x1b[1A": "worker lost: \x1b[2K\rok"}
     text = summary.text()
     lines = text.split("\n")
@@ -227,6 +232,23 @@ class Watch:
             self.problems.append(f"{where}: latent script: {latent[:10]}")
 
 
+@contextmanager
+def watched_page(allowed: str) -> Iterator[tuple[Watch, Any]]:
+    """A page in Chromium, watched (:class:`Watch`): every request outside ``allowed`` (an
+    origin, or a ``file://`` folder) is refused and recorded; yields ``(watch, page)``."""
+    from test_browser import ARGS, CHROMIUM, sync_playwright
+
+    with sync_playwright()() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            context = chromium.new_context()
+            watch = Watch(context, allowed)
+            yield watch, watch.page(context)
+            context.close()
+        finally:
+            chromium.close()
+
+
 def server_refuses_writes(base: str, root: Path) -> list[str]:
     """What the course's server let through of writes to the course (it must refuse all), and
     whether its pages carry the course's Content-Security-Policy."""
@@ -330,78 +352,48 @@ def hostile_course(root: Path) -> None:
 @pytest.mark.slow  # grades with the real sandbox, starts a Jupyter server and Chromium
 def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from test_browser import ARGS, CHROMIUM, sync_playwright
-    from test_formgrader import wait_for
+    from test_browser import sync_playwright
 
     sync_playwright()  # skips, with the reason, without playwright or chromium
     hostile_course(tmp_path)
     before = gradebook_state(tmp_path)
 
-    port = services.free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
-    jupyter = str(Path(sys.executable).parent / "jupyter")
-    with open(log, "w") as out:
-        server = subprocess.Popen(
-            [jupyter, "lab", "--config=jupyter_server_config.py", "--no-browser",
-             "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}",
-             *(["--allow-root"] if os.geteuid() == 0 else [])],
-            cwd=tmp_path / "autograder", env=services.environment(), stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
     problems: list[str] = []
-    try:
-        wait_for(f"{base}/api/status?token={TOKEN}", server, log)
-        with sync_playwright()() as p:
-            chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            try:
-                context = chromium.new_context()
-                watch = Watch(context, base)
-                page = watch.page(context)
-                for student in ("mallory", "trudy"):
-                    page.goto(
-                        f"{base}/formgrader/submissions/{before[student]['id']}/?token={TOKEN}"
-                    )
-                    ready = "window.formgrader && formgrader.loaded && MathJax.loaded"
-                    try:
-                        page.wait_for_function(ready, timeout=120_000)
-                    except PlaywrightTimeout:  # the page did not finish: say so, look anyway
-                        watch.problems.append(f"formgrader, {student}: the page did not load")
-                    # the page still shows the student's work (the payloads' text, inert)
-                    cells = page.locator("#notebook-container .cell").count()
-                    if cells < 10:
-                        watch.problems.append(f"formgrader, {student}: {cells} cells shown")
-                    watch.look(page, f"formgrader, {student}")
-                # the course's JupyterLab opens the same notebook without running any of it
-                lab = f"{base}/lab/tree/autograder/autograded/trudy/{ASSIGNMENT}/ngrams.ipynb"
-                page.goto(lab)
-                cell = page.locator(".jp-NotebookPanel .jp-Cell").first
-                cell.wait_for(state="attached", timeout=180_000)  # JupyterLab runs under the CSP
-                for _ in range(100):  # JupyterLab renders the cells in view: scroll through all
-                    page.wait_for_timeout(300)
-                    watch.scan(page, "JupyterLab, trudy", ".jp-NotebookPanel")
-                    if page.evaluate(SCROLL_DOWN):
-                        break
-                try:  # the last cells, once JupyterLab has rendered them (a busy machine lags)
-                    page.evaluate(SCROLL_TO_END)
-                    last = page.get_by_text("A cell whose id is markup.").first
-                    last.wait_for(state="attached", timeout=60_000)
-                    watch.scan(page, "JupyterLab, trudy", ".jp-NotebookPanel")
-                except PlaywrightTimeout:
-                    watch.problems.append("JupyterLab did not show the notebook's last cells")
-                watch.look(page, "JupyterLab, trudy", ".jp-NotebookPanel")
-                problems += watch.problems
-                problems += server_refuses_writes(base, tmp_path)
-                context.close()
-            finally:
-                chromium.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    log = tmp_path / "server.log"
+    with services.jupyter_server(tmp_path / "autograder", TOKEN, log) as base:
+        with watched_page(base) as (watch, page):
+            for student in ("mallory", "trudy"):
+                page.goto(f"{base}/formgrader/submissions/{before[student]['id']}/?token={TOKEN}")
+                ready = "window.formgrader && formgrader.loaded && MathJax.loaded"
+                try:
+                    page.wait_for_function(ready, timeout=120_000)
+                except PlaywrightTimeout:  # the page did not finish: say so, look anyway
+                    watch.problems.append(f"formgrader, {student}: the page did not load")
+                # the page still shows the student's work (the payloads' text, inert)
+                cells = page.locator("#notebook-container .cell").count()
+                if cells < 10:
+                    watch.problems.append(f"formgrader, {student}: {cells} cells shown")
+                watch.look(page, f"formgrader, {student}")
+            # the course's JupyterLab opens the same notebook without running any of it
+            lab = f"{base}/lab/tree/autograder/autograded/trudy/{ASSIGNMENT}/ngrams.ipynb"
+            page.goto(lab)
+            cell = page.locator(".jp-NotebookPanel .jp-Cell").first
+            cell.wait_for(state="attached", timeout=180_000)  # JupyterLab runs under the CSP
+            for _ in range(100):  # JupyterLab renders the cells in view: scroll through all
+                page.wait_for_timeout(300)
+                watch.scan(page, "JupyterLab, trudy", ".jp-NotebookPanel")
+                if page.evaluate(SCROLL_DOWN):
+                    break
+            try:  # the last cells, once JupyterLab has rendered them (a busy machine lags)
+                page.evaluate(SCROLL_TO_END)
+                last = page.get_by_text("A cell whose id is markup.").first
+                last.wait_for(state="attached", timeout=60_000)
+                watch.scan(page, "JupyterLab, trudy", ".jp-NotebookPanel")
+            except PlaywrightTimeout:
+                watch.problems.append("JupyterLab did not show the notebook's last cells")
+            watch.look(page, "JupyterLab, trudy", ".jp-NotebookPanel")
+            problems += watch.problems
+            problems += server_refuses_writes(base, tmp_path)
     after = gradebook_state(tmp_path)
 
     feedback = subprocess.run(
@@ -411,36 +403,29 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
     )  # fmt: skip
     if feedback.returncode != 0:
         problems.append("generate_feedback failed: " + (feedback.stdout + feedback.stderr)[-2000:])
-    with sync_playwright()() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            context = chromium.new_context()
-            watch = Watch(context, "file://" + str(tmp_path / "autograder" / "feedback"))
-            page = watch.page(context)
-            for student in ("mallory", "trudy"):
-                html = tmp_path / "autograder" / "feedback" / student / ASSIGNMENT / "ngrams.html"
-                if not html.exists():
-                    watch.problems.append(f"feedback, {student}: no page written")
-                    continue
-                if "Well done" not in html.read_text():  # the grader's comment, inert
-                    watch.problems.append(f"feedback, {student}: the comment is missing")
-                page.goto(html.as_uri())
-                try:
-                    page.wait_for_function(
-                        "window.MathJax && MathJax.startup && MathJax.startup.promise",
-                        timeout=60_000,
-                    )
-                    page.evaluate("MathJax.startup.promise")
-                except PlaywrightTimeout:  # (a changed configuration wrote a page from a CDN)
-                    watch.problems.append(f"feedback, {student}: MathJax did not start")
-                if page.locator("mjx-container").count() == 0:
-                    watch.problems.append(f"feedback, {student}: no formula typeset")
-                if page.locator("meta[http-equiv='Content-Security-Policy']").count() != 1:
-                    watch.problems.append(f"feedback, {student}: no Content-Security-Policy")
-                watch.look(page, f"feedback, {student}")
-            problems += watch.problems
-        finally:
-            chromium.close()
+    with watched_page("file://" + str(tmp_path / "autograder" / "feedback")) as (watch, page):
+        for student in ("mallory", "trudy"):
+            html = tmp_path / "autograder" / "feedback" / student / ASSIGNMENT / "ngrams.html"
+            if not html.exists():
+                watch.problems.append(f"feedback, {student}: no page written")
+                continue
+            if "Well done" not in html.read_text():  # the grader's comment, inert
+                watch.problems.append(f"feedback, {student}: the comment is missing")
+            page.goto(html.as_uri())
+            try:
+                page.wait_for_function(
+                    "window.MathJax && MathJax.startup && MathJax.startup.promise",
+                    timeout=60_000,
+                )
+                page.evaluate("MathJax.startup.promise")
+            except PlaywrightTimeout:  # (a changed configuration wrote a page from a CDN)
+                watch.problems.append(f"feedback, {student}: MathJax did not start")
+            if page.locator("mjx-container").count() == 0:
+                watch.problems.append(f"feedback, {student}: no formula typeset")
+            if page.locator("meta[http-equiv='Content-Security-Policy']").count() != 1:
+                watch.problems.append(f"feedback, {student}: no Content-Security-Policy")
+            watch.look(page, f"feedback, {student}")
+        problems += watch.problems
     if after != before:  # the issue's attack: the student's scores raised through formgrader's API
         problems.append("the gradebook changed: " + json.dumps([before, after], default=str))
     assert problems == [], "\n".join(problems)
@@ -521,3 +506,116 @@ def test_nbgrader_routes_messages_show_names_inertly(tmp_path):
         logging.makeLogRecord({"msg": "error processing assignment 'a' for student 'm\x1b[2K'"})
     )
     assert "\x1b" not in report.summary(ASSIGNMENT) and "m\\x1b[2K" in report.summary(ASSIGNMENT)
+
+
+# ------------------------------------------------------------------------------ formgrader's pages
+
+ISSUE_CELL = '<img src=x style="display:none" onerror="{}">'  # the issue's markdown cell
+
+
+def mallory_score(root: Path) -> tuple[float, list[str]]:
+    """mallory's score in the gradebook, and the cells given a manual score."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}", "nlpcourse") as gb:
+        nb = gb.find_submission_notebook("ngrams", ASSIGNMENT, "mallory")
+        return float(nb.score), sorted(g.name for g in nb.grades if g.manual_score is not None)
+
+
+@pytest.mark.slow  # starts a Jupyter server and Chromium
+def test_a_markdown_cell_cannot_give_its_student_full_marks_through_formgrader(tmp_path):
+    """§1's headline, as the issue did it: a student solves the first part only, adds one markdown
+    cell whose script saves every grade at its maximum through formgrader's API (in the
+    instructor's session: their cookie, their XSRF token), and misnames the file so that the
+    instructor opens it for review. After the instructor has opened it in formgrader and the page
+    has fetched its grades (what the script waits for), the gradebook still holds the first
+    part's points (from the source notebook) and no manual score, and no mark of the script is
+    on the page. (On the configuration before issue 40 the gradebook went to full marks.)"""
+    from nbgrader.api import Gradebook
+    from test_browser import sync_playwright
+    from test_formgrader import wait_in
+
+    sync_playwright()  # skips, with the reason, without playwright or chromium
+    services.make_course(tmp_path, ASSIGNMENT)
+    first = next(iter(honest_code(ASSIGNMENT)))
+    nb = release(ASSIGNMENT, (first,))
+    nb.cells.append(nbformat.v4.new_markdown_cell(ISSUE_CELL.format(markup.probe("issue"))))
+    folder = tmp_path / "autograder" / "submitted" / "mallory" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / "ngrams-Copy1.ipynb")  # misnamed: flagged, opened for review
+    course = classgrader.load_course(tmp_path / "autograder")
+    summary = services.grade_in_process(course, ASSIGNMENT, feedback=False)
+    assert summary.results["mallory"]["needs_review"], summary.text()
+    earned = notebook_points(ASSIGNMENT)[cell_grading(ASSIGNMENT, first)]
+    assert mallory_score(tmp_path) == (earned, [])  # 2 of 12 before the instructor looks
+    with Gradebook(f"sqlite:///{tmp_path / 'autograder' / 'gradebook.db'}", "nlpcourse") as gb:
+        submission_id = gb.find_submission_notebook("ngrams", ASSIGNMENT, "mallory").id
+    problems: list[str] = []
+    with services.jupyter_server(tmp_path / "autograder", TOKEN, tmp_path / "server.log") as base:
+        with watched_page(base) as (watch, page):
+            page.goto(f"{base}/formgrader/submissions/{submission_id}/?token={TOKEN}")
+            wait_in(page, "window.formgrader && formgrader.grades && formgrader.grades.loaded")
+            page.wait_for_timeout(5_000)  # the script's saves, had it run, have been answered
+            watch.look(page, "formgrader, mallory")
+            problems += watch.problems
+    score, manual = mallory_score(tmp_path)
+    if (score, manual) != (earned, []):
+        problems.insert(0, f"the gradebook changed: {earned} -> {score}, manual scores {manual}")
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.slow  # starts a Jupyter server
+def test_the_page_of_a_missing_notebook_names_it_as_text(tmp_path):
+    """Formgrader's page for a submission whose autograded notebook is missing names the file, whose
+    path holds the student's id. nbgrader writes it unescaped (formgrader renders its own pages
+    without Jinja's autoescape), and in nbgrader 0.9.6 the page did not render at all (its
+    template imports one nbgrader does not ship: HTTP 500, no file named). A student id of markup
+    (as an LMS roster or a folder name can bring) with no autograded notebook: the page answers
+    404, its element for the file holds the path as text, and no element of the id's markup is in
+    the page (read with Python's HTML parser)."""
+    import urllib.error
+    import urllib.request
+    from html.parser import HTMLParser
+
+    from nbgrader.api import Gradebook
+
+    student = '<img src=x onerror="window.PWNED=1">'
+    services.make_course(tmp_path, ASSIGNMENT)
+    course = classgrader.load_course(tmp_path / "autograder")
+    classgrader.prepare_assignment(course, ASSIGNMENT)
+    with Gradebook(f"sqlite:///{tmp_path / 'autograder' / 'gradebook.db'}", "nlpcourse") as gb:
+        gb.add_student(student)
+        gb.add_submission(ASSIGNMENT, student)
+        submission_id = gb.find_submission_notebook("ngrams", ASSIGNMENT, student).id
+    missing = tmp_path / "autograder" / "autograded" / student / ASSIGNMENT / "ngrams.ipynb"
+
+    with services.jupyter_server(tmp_path / "autograder", TOKEN, tmp_path / "server.log") as base:
+        url = f"{base}/formgrader/submissions/{submission_id}/?token={TOKEN}"
+        try:
+            with urllib.request.urlopen(url, timeout=120) as answer:
+                status, page = answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            status, page = error.code, error.read().decode()
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.images: list[dict] = []  # every <img>: the id's markup would make one
+            self.named, self.inside = "", False  # the text of the element naming the file
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            if tag == "img":
+                self.images.append(dict(attrs))
+            self.inside = self.inside or ("id", "missing-file") in attrs
+
+        def handle_endtag(self, tag: str) -> None:
+            self.inside = self.inside and tag != "code"
+
+        def handle_data(self, data: str) -> None:
+            self.named += data if self.inside else ""
+
+    parsed = Page()
+    parsed.feed(page)
+    assert status == 404, (status, page[-1500:])
+    assert parsed.named == str(missing), (parsed.named, page[-1500:])
+    assert parsed.images == [], parsed.images

@@ -214,3 +214,71 @@ def test_nbgrader_says_in_one_line_what_is_wrong(tmp_path, server):
             assert run.returncode != 0, (command, run.stdout, run.stderr)
             assert len(lines) == 1 and said in lines[0], (command, run.stderr[-3000:])
             assert lines[0].startswith("nbgrader_config.py: "), lines
+
+
+def test_formgrader_says_in_one_line_what_is_wrong(tmp_path, server):
+    """Issue 45 §3: formgrader, with a PostgreSQL gradebook that cannot be opened, stayed at
+    "Loading, please wait...": its pages loaded, and their calls to ``/formgrader/api/`` failed
+    where the pages do not show it. Now its pages and its API answer 503 with the line nbgrader's
+    own commands end in (read from ``nbgrader db student list`` run with the same URL). Two cases
+    as an instructor meets them, in the course's Jupyter server started as the README says: a
+    PostgreSQL server (one of this test's own) that stops while formgrader is in use (its pages
+    answered before, the control), and a database name that does not exist."""
+    import contextlib
+    import html
+    import re
+    import urllib.error
+    import urllib.request
+
+    course = services.make_course(tmp_path, ASSIGNMENT)
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    token = "postgres-formgrader-token"
+    pages = ["formgrader/manage_assignments", "formgrader/gradebook", "formgrader/api/assignments"]
+
+    def get(url: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=120) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def nbgrader_says(env: dict) -> str:
+        run = subprocess.run(
+            [nbgrader, "db", "student", "list"], cwd=course, env=env, capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.returncode != 0 and len(lines) == 1, run.stderr[-3000:]
+        return lines[0].removeprefix("nbgrader_config.py: ")
+
+    def check(base: str, env: dict, said: str) -> None:
+        line = nbgrader_says(env)
+        assert said in line, line
+        for page in pages:
+            status, text = get(f"{base}/{page}?token={token}")
+            assert status == 503, (page, status, text[-2000:])
+            if "/api/" in page:
+                shown = json.loads(text)["message"]
+            else:
+                found = re.search(r'<p id="gradebook-error">(.*?)</p>', text, re.S)
+                assert found, text[-2000:]
+                shown = html.unescape(found.group(1))
+                assert "Loading, please wait" not in text
+            assert shown == line, (page, shown, line)
+
+    socket_dir = server.split("host=")[1]
+    with contextlib.ExitStack() as own_server:
+        own = own_server.enter_context(services.postgres_server())
+        env = {**services.environment(), "NLPCOURSE_DB_URL": own}
+        with services.jupyter_server(course, token, tmp_path / "server-1.log", env) as base:
+            for page in pages:  # the control: with the server up, formgrader answers
+                status, text = get(f"{base}/{page}?token={token}")
+                assert status == 200, (page, status, text[-2000:])
+            own_server.close()  # the PostgreSQL server stops
+            check(base, env, "does not answer")
+
+    wrong = server.replace("/gradebook?", "/no_such_book?")
+    env = {**services.environment(), "NLPCOURSE_DB_URL": wrong}
+    said = f"the database 'no_such_book' on the socket in {socket_dir} does not exist"
+    with services.jupyter_server(course, token, tmp_path / "server-2.log", env) as base:
+        check(base, env, said)

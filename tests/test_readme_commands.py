@@ -30,8 +30,6 @@ import csv
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -124,12 +122,6 @@ def is_service(line: str) -> bool:
     return any(name in line for name in SERVICES)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def bash(script: str, root: Path, env: dict, timeout: float = 1200) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script], cwd=root, env=env, capture_output=True,
@@ -164,14 +156,7 @@ class Services:
         pytest.fail(f"{line!r} did not get ready: {log.read_text(errors='replace')[-3000:]}")
 
     def stop(self) -> None:
-        for process in reversed(self.running):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+        services.stop_process_groups(self.running)
         self.running = []
 
 
@@ -185,7 +170,7 @@ def run_round(root: Path, db_url: str | None) -> dict[str, str]:
     """Every block of the section, in order, from the course root: the Dask scheduler and worker
     first (a grading line of an earlier block uses them), the Jupyter server until it answers.
     Returns each command's output, by line."""
-    env, port = environment(), free_port()
+    env, port = environment(), services.free_port()
     if db_url is not None:
         env["NLPCOURSE_DB_URL"] = db_url
     running = Services(root, env)

@@ -65,11 +65,7 @@ def graded(tmp_path_factory):
     folder = root / "autograder" / "submitted" / HOSTILE / ASSIGNMENT
     (folder / "ngrams.ipynb").rename(folder / HOSTILE_NAME)
     course = classgrader.load_course(root / "autograder")
-    with services.in_process_client() as c:
-        summary = classgrader.grade_assignment(
-            course, ASSIGNMENT, client=c, grade_function=services.checked_in_process,
-            progress=False, feedback=False,
-        )  # fmt: skip
+    summary = services.grade_in_process(course, ASSIGNMENT, feedback=False)
     assert len(summary.results) == 33 and not summary.failed, summary.text()
     made = subprocess.run(
         [sys.executable, "-m", "autograder", "report", ASSIGNMENT, "--course",

@@ -10,8 +10,10 @@ attack of the issue did, giving the student full marks through formgrader's own 
 * ``window.PWNED`` gets the payload's name, and the page's title becomes ``PWNED <name>``;
 * it logs ``PWNED <name>`` to the console and opens an ``alert`` (the test hooks both);
 * it requests ``/pwned/<name>`` from the page's server (the test sees every request);
-* on formgrader's page, it saves every grade at its maximum once formgrader has loaded (it waits
-  up to 3 minutes for that), as the issue's attack did (the test compares the gradebook).
+* on formgrader's page, it saves every grade at its maximum once formgrader has fetched the
+  grades (it waits up to 3 minutes for that), as the issue's attack did (the test compares the
+  gradebook). ``formgrader.loaded`` is not enough: it is set while the grades are still being
+  fetched, when ``formgrader.grades`` is empty, so a probe that waited for it saved nothing.
 
 Payloads that need a click (a ``javascript:`` link) are found by the test's scan of the page for
 latent script: a ``javascript:`` URL, an event-handler attribute, a frame, an object, a form.
@@ -35,7 +37,8 @@ def probe(name: str) -> str:
     return (
         f"window.PWNED=(window.PWNED||[]).concat(['{name}']);document.title='PWNED {name}';"
         f"console.log('PWNED {name}');fetch('/pwned/{name}');"
-        "(function t(k){if(window.formgrader&&formgrader.loaded){formgrader.grades.each("
+        "(function t(k){if(window.formgrader&&formgrader.grades&&formgrader.grades.loaded){"
+        "formgrader.grades.each("
         "function(g){g.save({manual_score:g.get('max_score')})})}"
         "else if(k<900){setTimeout(function(){t(k+1)},200)}})(0);"
         f"alert('PWNED {name}')"
