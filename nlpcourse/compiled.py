@@ -1,5 +1,4 @@
-"""numba's compiler as the package's compiled twins use it (:mod:`nlpcourse.arpa_fast`,
-:mod:`nlpcourse.rnn_fast`).
+"""numba's compiler as the package's compiled twins use it (:mod:`nlpcourse.arpa_fast`).
 
 :func:`njit_cached` compiles a function on its first call and keeps the machine code on disk, so
 later processes on the machine skip the compiling (a second or two). numba keeps it in the

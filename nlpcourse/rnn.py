@@ -50,11 +50,11 @@ width, ``V`` vocabulary size.
    :func:`lstm_forward` is the LSTM over a sequence read top to bottom in one place, the
    equations above line by line. The LSTM layer runs it with autograd (``hand_backward=False``),
    or by default the same arithmetic with its backward pass written by hand
-   (:class:`_LSTMThroughTime`), the same BPTT as the numpy RNN's: its line
-   ``dc_next = dc * forget[t]`` is the "constant error carousel", the reason an LSTM's gradient can
-   survive many steps. On the CPU, in float32 and float64, the layer runs the same two passes
-   with each step's elementwise work compiled (:mod:`nlpcourse.rnn_fast`, for speed only). The RNN
-   and GRU layers leave the backward pass to autograd.
+   (:class:`_LSTMThroughTime`, in torch operations, on every device and dtype), the same BPTT as
+   the numpy RNN's: its line ``dc_next = dc * forget[t]`` is the "constant error carousel", the
+   reason an LSTM's gradient can survive many steps. It is the backward pass chapter 4 shows, and
+   the one that runs. The RNN and GRU layers leave the backward pass to autograd. Outside the
+   book, use ``torch.nn.LSTM``: the same layer, its whole sequence in one fused kernel.
 
 3. **Gradients through time** (:func:`hidden_state_jacobian_norms`, :func:`cell_state_jacobian`,
    :func:`forget_gate_product`): the norms of ``dh_T/dh_k`` that shrink or grow geometrically in a
@@ -457,12 +457,15 @@ class _LSTMThroughTime(torch.autograd.Function):
     the weight gradients step by step. The tests compare both with torch.nn.LSTM;
     ``benchmarks/rnn.py`` times them.
 
-    The layer runs this class for tensors that :mod:`nlpcourse.rnn_fast` does not take (a GPU,
-    half precision); for float32 and float64 on the CPU it runs
-    :class:`nlpcourse.rnn_fast.LSTMThroughTime`, the same two passes with each step's elementwise
-    work compiled by numba (three torch operations and two compiled calls a step forward instead
-    of seven operations, one matmul and one compiled call backward instead of five), which brings
-    it close to torch's fused kernel. :func:`_lstm_through_time` chooses.
+    :class:`LSTM` runs this class on every device and dtype; it is the backward pass chapter 4
+    shows. Measured in ``benchmarks/rnn.py`` (figures in ``benchmarks/README.md``): language-model
+    training with it runs at 0.9-1.0 times the words per second of the same model with
+    ``torch.nn.LSTM`` inside, and the layer alone takes 1.5-1.8 times ``torch.nn.LSTM``'s time
+    at the benchmark's two larger sizes and about 2.7 times at the small, long one (T = 100,
+    H = 64), where each step's Python calls cost more than its arithmetic. A twin with each
+    step's elementwise work compiled by numba was closer to torch alone (1.0-1.6 times) but
+    trained at about the same speed, a second backward pass the book did not show; issue 44
+    removed it.
     """
 
     @staticmethod
@@ -537,21 +540,6 @@ class _LSTMThroughTime(torch.autograd.Function):
         d_weight_ih = (d_a.T @ x.reshape(T * B, D)).index_select(0, ifgo)  # (4H, D)
         d_bias = d_a.sum(0).index_select(0, ifgo)  # both biases get sum_t delta_t, (4H,)
         return d_x, dh, dc_next, d_weight_ih, d_weight_hh, d_bias, d_bias
-
-
-def _lstm_through_time(*tensors: Tensor) -> type[torch.autograd.Function]:
-    """The LSTM's hand-written passes for these tensors (the arguments of
-    :class:`_LSTMThroughTime`): the compiled loops of :mod:`nlpcourse.rnn_fast` when all are on
-    the CPU in float32 or float64, one dtype, else :class:`_LSTMThroughTime`, torch operations
-    that run on any device and dtype. numba is imported only here, when a CPU LSTM first runs."""
-    dtype = tensors[0].dtype
-    if dtype in (torch.float32, torch.float64) and all(
-        t.device.type == "cpu" and t.dtype == dtype for t in tensors
-    ):
-        from nlpcourse import rnn_fast  # numba, imported only when an LSTM runs on the CPU
-
-        return rnn_fast.LSTMThroughTime
-    return _LSTMThroughTime
 
 
 class _RecurrentLayer(nn.Module):
@@ -673,9 +661,8 @@ def lstm_forward(
     biases (4H,), rows in torch's gate order i, f, g, o. Returns ``output`` (T, B, H), the states
     ``h_1 .. h_T``, and the last ``h_T`` and ``c_T`` (B, H). Autograd does the backward pass.
     :class:`LSTM` runs this loop (``hand_backward=False``) or the same arithmetic with the
-    backward pass written by hand (:class:`_LSTMThroughTime`, or its compiled twin on the CPU,
-    :class:`nlpcourse.rnn_fast.LSTMThroughTime`); the tests check all three against
-    ``torch.nn.LSTM``.
+    backward pass written by hand (:class:`_LSTMThroughTime`); the tests check both against
+    ``torch.nn.LSTM`` and each other.
     """
     T, B, D = x.shape
     # the input part of every gate at every step, W_ih x_t + b_ih: one matmul for all T*B rows
@@ -703,11 +690,11 @@ class LSTM(_RecurrentLayer):
     (4H, D), ``weight_hh_l0`` (4H, H), ``bias_ih_l0`` and ``bias_hh_l0`` (4H,), rows in torch's
     gate order i, f, g, o.
 
-    The backward pass is written by hand (:class:`_LSTMThroughTime`, first derivatives only;
-    compiled on the CPU, :func:`_lstm_through_time`);
-    ``hand_backward=False`` runs :func:`lstm_forward`, the same loop read top to bottom, and
-    leaves the backward pass to autograd: the same numbers, slower, and differentiable twice.
-    """
+    The backward pass is written by hand (:class:`_LSTMThroughTime`, first derivatives only, on
+    every device and dtype); ``hand_backward=False`` runs :func:`lstm_forward`, the same loop
+    read top to bottom, and leaves the backward pass to autograd: the same numbers, slower, and
+    differentiable twice. Outside the book, use ``torch.nn.LSTM``, the same layer in one fused
+    kernel."""
 
     n_gates = 4
 
@@ -724,8 +711,7 @@ class LSTM(_RecurrentLayer):
         h_0, c_0 = self._initial_state(hx, x)  # (B, H) each
         weights = (self.weight_ih_l0, self.weight_hh_l0, self.bias_ih_l0, self.bias_hh_l0)
         if self.hand_backward:  # the same loop, with the backward pass written by hand
-            through_time = _lstm_through_time(x, h_0, c_0, *weights)
-            output, h_n, c_n = through_time.apply(x, h_0, c_0, *weights)
+            output, h_n, c_n = _LSTMThroughTime.apply(x, h_0, c_0, *weights)
         else:
             output, h_n, c_n = lstm_forward(x, h_0, c_0, *weights)
         return output, (h_n.unsqueeze(0), c_n.unsqueeze(0))  # (T, B, H), (1, B, H) each

@@ -7,15 +7,21 @@ torch.autograd.functional.jacobian over torch.nn cells, perplexities computed by
 perplexity recomputed here with torch.nn.LSTM over the raw word stream.
 """
 
+import functools
+import inspect
 import math
 import random
+import re
+import subprocess
+import sys
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from nlpcourse import rnn, rnn_fast
+from nlpcourse import rnn
 from nlpcourse.guard import ReferenceUsedError, reference_switched_off
 from nlpcourse.testing import gru_step_np
 
@@ -27,6 +33,7 @@ KINDS = {
 LAYERS = {**KINDS, "lstm-autograd": (partial(rnn.LSTM, hand_backward=False), torch.nn.LSTM)}
 TORCH_CELLS = {"rnn": torch.nn.RNNCell, "lstm": torch.nn.LSTMCell, "gru": torch.nn.GRUCell}
 OUR_CELLS = {"rnn": rnn.rnn_cell, "lstm": rnn.lstm_cell, "gru": rnn.gru_cell}
+REPO = Path(__file__).resolve().parent.parent
 
 
 def pair(kind, D, H, dtype=torch.float32, seed=0):
@@ -141,6 +148,25 @@ def test_hand_written_lstm_backward_refuses_second_derivatives():
         g.sum().backward()
 
 
+def test_the_book_shows_the_backward_pass_the_layer_runs():
+    """Chapter 4 shows the hand-written LSTM backward pass with ``literalinclude``: it is the code
+    of the ``autograd.Function`` that the layer runs for a float32 CPU input (before, the book
+    showed a twin in torch operations that ran only on other devices and dtypes)."""
+    text = (REPO / "book" / "rnn.md").read_text()
+    included = re.findall(
+        r"```\{literalinclude\} \.\./(\S+)\n(?::(?!pyobject)[^\n]*\n)*:pyobject: (\S+)", text
+    )
+    output, _ = rnn.LSTM(3, 4)(torch.randn(5, 2, 3))
+    runs = output.grad_fn._forward_cls  # the autograd.Function whose backward the layer runs
+    source = Path(inspect.getsourcefile(runs)).resolve().relative_to(REPO).as_posix()
+    shown = [name for path, name in included if path == source]
+    assert shown, f"book/rnn.md includes nothing of {source}, whose {runs.__name__} the layer runs"
+    module = inspect.getmodule(runs)
+    for name in shown:  # each included object exists there (Sphinx would only warn)
+        functools.reduce(getattr, name.split("."), module)
+    assert any("backward" in name for name in shown), shown
+
+
 def test_readable_lstm_forward_equals_torch_and_the_hand_written_path():
     """lstm_forward, the loop read top to bottom, against torch.nn.LSTM with copied weights and
     against the layer's fast path (hand-written backward): outputs, final states, gradients."""
@@ -173,20 +199,13 @@ def test_readable_lstm_forward_equals_torch_and_the_hand_written_path():
     g_x.sum().backward()
 
 
-THROUGH_TIME = {  # the LSTM layer's two hand-written paths
-    "torch operations": rnn._LSTMThroughTime,  # any device and dtype; the book reads it
-    "compiled": rnn_fast.LSTMThroughTime,  # float32 and float64 on the CPU
-}
-
-
 @pytest.mark.parametrize("loss_kind", ["weighted", "sum of outputs"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", [*SHAPES, (9, 3, 2, 16)])
-@pytest.mark.parametrize("path", THROUGH_TIME)
-def test_both_hand_written_lstm_paths_match_torch(path, shape, dtype, loss_kind):
-    """Each path called directly against torch.nn.LSTM with the same weights and state: outputs,
-    final states and every gradient. "sum of outputs" hands the backward pass an expanded
-    gradient (stride 0) and zero gradients for the final states."""
+def test_hand_written_lstm_backward_matches_torch(shape, dtype, loss_kind):
+    """The hand-written passes (``_LSTMThroughTime``) called directly against torch.nn.LSTM with
+    the same weights and state: outputs, final states and every gradient. "sum of outputs" hands
+    the backward pass an expanded gradient (stride 0) and zero gradients for the final states."""
     T, B, D, H = shape
     torch.manual_seed(0)
     ref = torch.nn.LSTM(D, H).to(dtype)
@@ -198,7 +217,7 @@ def test_both_hand_written_lstm_paths_match_torch(path, shape, dtype, loss_kind)
         inputs = [t.clone().requires_grad_() for t in (x, h_0, c_0)]
         weights = [p.detach().clone().requires_grad_() for p in ref.parameters()]
         if ours:
-            output, h_n, c_n = THROUGH_TIME[path].apply(*inputs, *weights)
+            output, h_n, c_n = rnn._LSTMThroughTime.apply(*inputs, *weights)
         else:
             ref_weights = dict(zip([n for n, _ in ref.named_parameters()], weights, strict=True))
             output, (h_n, c_n) = torch.func.functional_call(
@@ -231,19 +250,16 @@ def test_both_hand_written_lstm_paths_match_torch(path, shape, dtype, loss_kind)
         torch.testing.assert_close(a, b, **tol, msg=lambda m, name=name: f"{name}: {m}")
 
 
-def test_lstm_layer_compiles_only_cpu_float32_and_float64():
-    """The layer's choice of path: compiled for CPU tensors in float32 or float64, all of one
-    dtype; torch operations otherwise (half precision, another device, mixed dtypes). A bfloat16
-    layer runs the torch operations and agrees with torch.nn.LSTM in bfloat16."""
-    weights = list(rnn.LSTM(3, 4).parameters())
-    args = [torch.zeros(2, 1, 3), torch.zeros(1, 4), *weights]  # x, a state, the weights
-    for dtype in (torch.float32, torch.float64):
-        chosen = rnn._lstm_through_time(*[t.to(dtype) for t in args])
-        assert chosen is rnn_fast.LSTMThroughTime
-    for kind in (torch.bfloat16, torch.float16, "meta"):
-        assert rnn._lstm_through_time(*[t.to(kind) for t in args]) is rnn._LSTMThroughTime
-    mixed = [args[0].double(), *args[1:]]
-    assert rnn._lstm_through_time(*mixed) is rnn._LSTMThroughTime
+def test_lstm_layer_runs_the_hand_written_backward_on_every_dtype():
+    """One hand-written backward pass for every device and dtype: the layer's outputs come from
+    ``_LSTMThroughTime`` in float32, float64 and bfloat16 alike (before, float32 and float64 on
+    the CPU ran a compiled twin), and a bfloat16 layer agrees with torch.nn.LSTM in bfloat16."""
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        layer = rnn.LSTM(3, 4).to(dtype)
+        output, (h_n, c_n) = layer(torch.randn(6, 2, 3, dtype=dtype))
+        for result in (output, h_n, c_n):
+            assert result.grad_fn is not None
+        assert output.grad_fn._forward_cls is rnn._LSTMThroughTime, dtype
 
     ours, ref = pair("lstm", 3, 4, torch.bfloat16)
     x = torch.randn(6, 2, 3, dtype=torch.bfloat16)
@@ -698,20 +714,18 @@ def test_reference_refuses_during_a_check():
     rnn.LSTM(2, 3)(torch.randn(2, 1, 2))  # and works after it
 
 
-def test_the_compiled_loops_run_where_numba_can_cache_nowhere(monkeypatch):
-    # a read-only install with a read-only home: numba finds no folder to cache in, and
-    # numba.njit(cache=True) raised at import, so no CPU LSTM and no corpus scoring could run
-    import numba
-    from numba.core import caching
-
-    from nlpcourse.compiled import njit_cached
-
-    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
-
-    def twice(x):
-        return 2 * x
-
-    with pytest.raises(RuntimeError, match="cannot cache"):
-        numba.njit(cache=True)(twice)  # what the situation does to numba itself
-    assert njit_cached(twice)(21) == 42
-    assert njit_cached(twice)(np.arange(3)).tolist() == [0, 2, 4]
+def test_the_lstm_layer_runs_without_numba():
+    """The LSTM's one backward pass is torch operations: training a layer on the CPU imports no
+    numba (before, the first CPU LSTM imported numba for its compiled twin, about 0.4 s and
+    tens of MB, and ran a backward pass the book did not show)."""
+    program = (
+        "import sys, torch\n"
+        "from nlpcourse import rnn\n"
+        "layer = rnn.LSTM(2, 3)\n"
+        "layer(torch.randn(4, 1, 2))[0].sum().backward()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout[:200]
