@@ -2,8 +2,8 @@
 
     python -m nlpcourse.scaffold 07 embeddings "Word embeddings" ppmi svd similarity analogy nearest
 
-writes, for chapter ``NN`` called ``name`` with the exercise parts ``part ...`` (at least five:
-``tests/test_exercises.py`` asserts it),
+writes, for chapter ``NN`` called ``name`` with the exercise parts ``part ...`` (at least
+:data:`MIN_PARTS`, two: ``tests/test_exercises.py`` asserts it),
 
 - the page ``book/<name>.md`` (the jupytext header of the first chapter of ``_toc.yml``, the
   opening and closing sections, one numbered equation ``(<name>-todo)``);
@@ -24,6 +24,11 @@ number or name is taken, it writes nothing and says what exists.
 
 executes that one chapter alone and runs its glued-value assertions of ``tests/test_book.py`` on
 it (checklist item 12), without building the book.
+
+    python -m nlpcourse.scaffold warnings <name>
+
+prints the Sphinx warnings of one page (``book/<name>.md``) that the book command would fail on,
+executing only that page (:func:`page_warnings`).
 
 Every stub says ``SCAFFOLD-TODO`` where the contributor has work to do. The stubs are honest: the
 functions and checks raise ``NotImplementedError`` and the stub tests fail, so nothing scaffolded
@@ -47,7 +52,12 @@ from nlpcourse.book import cell_timeout, toc_pages
 
 REPO = Path(__file__).resolve().parent.parent
 TODO = "SCAFFOLD-TODO"
-MIN_PARTS = 5  # tests/test_exercises.py: "an exercise has at least five graded parts"
+# The fewest graded parts an exercise may have. Each part is graded on its own so that partial work
+# earns partial credit (DESIGN.md, "An exercise"), and the grading invariants prove it by solving
+# one part alone: with a single part that notebook is the whole solution and proves nothing, so an
+# exercise has at least two. The six chapters have five or six (tests/test_structure.py counts
+# them); that is their habit, not a rule. Read by tests/test_structure.py and test_exercises.py.
+MIN_PARTS = 2
 
 
 class ScaffoldError(Exception):
@@ -403,26 +413,91 @@ def scaffold(
     return list(files)
 
 
-def check_glued(repo: Path, name: str, out: Path) -> int:
-    """Execute ``book/<name>.md`` alone into ``out/<name>.out.ipynb`` (jupytext, then nbconvert
-    from ``book/``, as the build does) and run ``tests/test_book.py`` on it: the chapter's
-    glued-value assertions run, the other chapters' skip. The exit status of pytest."""
-    bin_dir = Path(sys.executable).parent
+def execute_alone(repo: Path, name: str, out: Path) -> Path:
+    """Execute the page ``book/<name>.md`` alone into ``out/<name>.out.ipynb`` (returned), as the
+    build executes it: the kernel works in ``book/`` wherever the notebook is written (a chapter
+    reads ``../_toc.yml`` and ``results/``), each cell within the build's timeout. An error in a
+    cell raises ``nbclient``'s ``CellExecutionError``, which names the cell."""
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = jupytext.read(repo / "book" / f"{name}.md")
+    resources = {"metadata": {"path": str(repo / "book")}}  # the kernel's working folder
+    NotebookClient(notebook, timeout=cell_timeout(repo), resources=resources).execute()
     out.mkdir(parents=True, exist_ok=True)
-    notebook = out / f"{name}.ipynb"
-    steps = [
-        [str(bin_dir / "jupytext"), "--to", "ipynb", str(repo / "book" / f"{name}.md")]
-        + ["-o", str(notebook)],
-        [str(bin_dir / "jupyter"), "nbconvert", "--to", "notebook", "--execute"]
-        + [f"--ExecutePreprocessor.timeout={cell_timeout(repo):.0f}", str(notebook)]
-        + ["--output", f"{name}.out.ipynb"],
-    ]
-    for step in steps:
-        if subprocess.run(step, cwd=repo / "book").returncode != 0:
-            return 1
-    env = {**os.environ, "NLPCOURSE_BOOK_CHAPTER": str(out / f"{name}.out.ipynb")}
+    executed = out / f"{name}.out.ipynb"
+    nbformat.write(notebook, executed)
+    return executed
+
+
+def check_glued(repo: Path, name: str, out: Path) -> int:
+    """Execute ``book/<name>.md`` alone into ``out/<name>.out.ipynb`` (:func:`execute_alone`) and
+    run ``tests/test_book.py`` on it: the chapter's glued-value assertions run, the other
+    chapters' skip. The exit status of pytest."""
+    from nbclient.exceptions import CellExecutionError
+
+    try:
+        executed = execute_alone(repo, name, out)
+    except CellExecutionError as error:
+        print(error, file=sys.stderr)
+        return 1
+    env = {**os.environ, "NLPCOURSE_BOOK_CHAPTER": str(executed)}
     test = [sys.executable, "-m", "pytest", "tests/test_book.py", "-q", "-rs"]
     return subprocess.run(test, cwd=repo, env=env).returncode
+
+
+def page_warnings(repo: Path, page: str, out: Path) -> list[str]:
+    """The Sphinx warnings of one page of the book (``book/<name>``, as in ``_toc.yml``), without
+    executing the others: the lines the book command (``jupyter-book build . -W -n``) would fail
+    on for this page.
+
+    Sphinx resolves a page's references against the whole book, so a page cannot be built alone
+    (``jupyter-book build book/<name>.md`` looks for ``_static`` and ``references.bib`` beside
+    it and reports warnings the book does not have). Instead this builds the whole book into
+    ``out`` with the book's own configuration, except that only ``page`` is executed: through the
+    book's execution cache (``_build/.jupyter_cache``), so a page whose code has not changed since
+    the last build is not run again, and a page executed here is not run again by the next build.
+    The other pages are read and written without outputs; their warnings (glued values missing,
+    at least) are dropped, and only those located in ``page``, or nowhere, are returned. One
+    thing this cannot check: a reference from ``page`` to a figure that another page's cell
+    draws reads as undefined here; the full build checks it.
+    """
+    import yaml
+
+    pages = toc_pages(repo)
+    if page not in pages:
+        raise ScaffoldError(f"{page} is not a page of _toc.yml: {pages}")
+    config = yaml.safe_load((repo / "_config.yml").read_text())
+    execute = config.setdefault("execute", {})
+    others = [f"{other}.*" for other in pages if other != page]
+    execute["exclude_patterns"] = [*execute.get("exclude_patterns", []), *others]
+    execute["cache"] = str(repo / "_build" / ".jupyter_cache")
+    extensions = config.get("sphinx", {}).get("local_extensions") or {}
+    for name, folder in extensions.items():  # relative to the configuration file, now in out/
+        extensions[name] = str(repo / folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "_config.yml").write_text(yaml.safe_dump(config))
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    build = [str(jupyter_book), "build", str(repo), "-n", "--config", str(out / "_config.yml")]
+    build += ["--path-output", str(out)]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(build, cwd=repo, env=env, capture_output=True, text=True)
+    log = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # no colours
+    found = []
+    for line in log.splitlines():
+        where, warning, _ = line.partition(": WARNING: ")
+        if not warning:
+            where, warning, _ = line.partition(": ERROR: ")
+        if not warning and not line.startswith(("WARNING: ", "ERROR: ")):
+            continue
+        source = Path(re.sub(r"(:\d*)+$", "", where))  # "path:12" or "path:" to the path
+        source = source if source.is_absolute() else repo / source
+        if not where or source.resolve().with_suffix("") == (repo / page).resolve():
+            found.append(line)
+    if result.returncode != 0 and not found:
+        found.append(f"jupyter-book build failed ({result.returncode}):\n{log[-3000:]}")
+    return found
 
 
 def next_steps(number: str, name: str) -> str:
@@ -452,6 +527,19 @@ def main(argv: list[str] | None = None) -> int:
             print("usage: python -m nlpcourse.scaffold glued <name>", file=sys.stderr)
             return 2
         return check_glued(REPO, argv[1], Path(tempfile.mkdtemp(prefix=f"{argv[1]}-")))
+    if argv[:1] == ["warnings"]:
+        if len(argv) != 2:
+            print("usage: python -m nlpcourse.scaffold warnings <name>", file=sys.stderr)
+            return 2
+        page = argv[1] if "/" in argv[1] else f"book/{argv[1]}"
+        out = Path(tempfile.mkdtemp(prefix=f"{Path(page).name}-warnings-"))
+        try:
+            warnings = page_warnings(REPO, str(Path(page).with_suffix("")), out)
+        except ScaffoldError as error:
+            print(f"scaffold: {error}", file=sys.stderr)
+            return 2
+        print("\n".join(warnings) or f"{page}: no Sphinx warning (the book built in {out})")
+        return 1 if warnings else 0
     parser = argparse.ArgumentParser(
         prog="python -m nlpcourse.scaffold", description=__doc__.split("\n\n")[0]
     )

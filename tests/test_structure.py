@@ -10,8 +10,8 @@ The topic of an assignment's checks (``nlpcourse.checks.<topic>`` in its graded 
 the package module (the chapter's name until the notebook has test cells). For each chapter, the
 test asks for
 
-- the source notebook ``solutions/NN-name/<name>.ipynb``, with at least five graded parts
-  (``tests/test_exercises.py`` asserts it with the real nbgrader, minutes later);
+- the source notebook ``solutions/NN-name/<name>.ipynb``, with at least ``MIN_PARTS`` (two)
+  graded parts (``tests/test_exercises.py`` asserts it with the real nbgrader, minutes later);
 - the chapter page ``book/<name>.md``, in ``_toc.yml`` in the order of the chapter numbers (the
   front page builds its list of chapters from ``_toc.yml``); the student notebook in ``_toc.yml``
   too, if the book shows the other exercises there;
@@ -40,11 +40,13 @@ import nbformat
 import pytest
 import yaml
 
+from nlpcourse.book import chapter_title
+from nlpcourse.scaffold import MIN_PARTS  # the fewest graded parts, and why, defined once
+
 REPO = Path(__file__).resolve().parent.parent
 BOOK = REPO / "book"
 # Pages of the book that are not chapters: the front page, the exercises' page, the back matter.
 MATTER = {"intro", "exercises", "notation", "references"}
-MIN_PARTS = 5  # tests/test_exercises.py: "an exercise has at least five graded parts"
 TODO = "SCAFFOLD-TODO"  # what nlpcourse.scaffold leaves where the contributor has work to do
 
 
@@ -254,7 +256,7 @@ def pending_topics() -> dict[str, str]:
 def make_chapter(repo: Path, number: str, name: str, topic: str, parts: int = MIN_PARTS) -> None:
     """Every piece of the checklist for one chapter, as empty stand-ins, in a scratch repo."""
     nb = nbformat.v4.new_notebook()
-    for part in ["a", "b", "c", "d", "e"][:parts]:
+    for part in "abcdefg"[:parts]:
         nb.cells.append(nbformat.v4.new_code_cell(f"def {part}(): ..."))
         nb.cells[-1].metadata["nbgrader"] = {"solution": True, "grade_id": part}
         nb.cells.append(nbformat.v4.new_code_cell(f"nlpcourse.checks.{topic}.check_{part}({part})"))
@@ -325,11 +327,21 @@ def test_checklist_starts_from_the_page_and_counts_the_parts(tmp_path):
         toc.write("  - file: book/tagging\n")
     assert sorted(chapters(tmp_path)) == ["embeddings", "tagging"]
     assert "the chapter page: book/tagging.md" in missing_for("tagging", tmp_path)
-    # an exercise of four parts is named before nbgrader runs
-    make_chapter(tmp_path, "08", "parsers", "parsers", parts=MIN_PARTS - 1)
+    # an exercise of one part is named before nbgrader runs
+    make_chapter(tmp_path, "08", "parsers", "parsers", parts=1)
     assert chapters(tmp_path)["parsers"] == "08-parsers"
     (few,) = missing_for("parsers", tmp_path)
-    assert f"at least {MIN_PARTS} graded parts" in few
+    assert "at least 2 graded parts" in few
+
+
+def test_an_exercise_of_two_parts_is_complete(tmp_path):
+    """Two parts are enough (MIN_PARTS says why: one part alone must differ from the whole); the
+    minimum is read from one place, by this test, the scaffold and tests/test_exercises.py."""
+    empty_repo(tmp_path)
+    make_chapter(tmp_path, "07", "tagging", "crf", parts=2)
+    assert missing_for("07-tagging", tmp_path) == []
+    exercises = (REPO / "tests" / "test_exercises.py").read_text()
+    assert "MIN_PARTS" in exercises and not re.search(r"len\(points\) >= \d", exercises)
 
 
 def scaffold_todos(repo: Path = REPO) -> list[str]:
@@ -532,10 +544,39 @@ def test_contributing_layout_names_every_module_and_test_file():
 
 
 def test_readme_layout_names_every_module_of_the_package():
-    """The README's Layout lists the package's modules by name: each module is there."""
+    """The README's Layout lists the package's modules by name, in parentheses: each module is
+    there, and every name listed is a module (or the ``checks/`` package), so a module removed or
+    renamed leaves no stale name behind."""
     text = (REPO / "README.md").read_text()
     layout = text[text.index("## Layout") :]
     block = layout[layout.index("nlpcourse/") : layout.index("solutions/")]
-    named = set(re.findall(r"[a-z0-9_]+", block))
+    named = {
+        name.strip() for group in re.findall(r"\(([^)]*)\)", block) for name in group.split(",")
+    }
     modules = {p.stem for p in (REPO / "nlpcourse").glob("*.py")} - {"__init__"}
     assert modules <= named, f"the README's Layout does not name {sorted(modules - named)}"
+    stale = named - modules - {"checks/"}
+    assert not stale, f"the README's Layout names {sorted(stale)}, which nlpcourse/ does not have"
+
+
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def test_readme_lists_the_chapters_of_the_toc():
+    """The README's opening lists the numbered chapters of ``_toc.yml`` by their titles, in book
+    order, and counts them in words ("Each of the six chapters")."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    numbered = [
+        entry["file"]
+        for part in toc.get("parts", [])
+        if part.get("numbered")
+        for entry in part["chapters"]
+    ]
+    titles = [chapter_title(REPO / f"{page}.md") for page in numbered]
+    text = " ".join((REPO / "README.md").read_text().split())  # lines joined
+    listing = re.search(r"Chapters: (.*?)\. Each of the (\w+) chapters has", text)
+    assert listing, "the README's opening should say 'Chapters: <title> · <title> ... . Each of "
+    assert listing.group(1).split(" · ") == titles, (
+        f"the README's chapter list should be the titles of _toc.yml's chapters: {titles}"
+    )
+    assert listing.group(2) == NUMBER_WORDS[len(titles)]
