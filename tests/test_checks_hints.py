@@ -242,6 +242,32 @@ def edit_distance_first_column_zero(a, b):
     return d[-1][-1]
 
 
+def gru_candidate_without_tanh(x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh):
+    wx_r, wx_z, wx_n = (x_t @ weight_ih.T + bias_ih).chunk(3, dim=1)
+    W_r, W_z, W_n = weight_hh.chunk(3)
+    b_r, b_z, b_n = bias_hh.chunk(3)
+    r = torch.sigmoid(wx_r + h_prev @ W_r.T + b_r)
+    z = torch.sigmoid(wx_z + h_prev @ W_z.T + b_z)
+    n = wx_n + r * (h_prev @ W_n.T + b_n)  # the mistake: no tanh
+    return (1 - z) * n + z * h_prev
+
+
+def additive_sigmoid(query, keys, W_1, W_2, v):
+    return seq2seq_students.additive_scores(query, keys, W_1, W_2, v, act=torch.sigmoid)
+
+
+def attention_twice_the_scale(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / (2 * math.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def architecture_sentiment_per_word(task):
+    return "many-to-many" if task == "sentiment classification" else rnn_students.ANSWERS[task]
+
+
 # (check, wrong answer, what the message must show, what it must not say)
 ROWS = [
     (ngram.check_count_ngrams, count_once_over_the_corpus,
@@ -263,6 +289,10 @@ ROWS = [
      ["mean of the sentences"]),
     (parsing.check_cky_recognize, parsing_students.cky_closure_on_words_only,
      ["cell (0, 3)", "has VP but not S", "unit rule S -> VP"], ["chain of unit rules"]),
+    (parsing.check_leftmost_derivation, parsing_students.derivation_children_reversed,
+     ["form 2 should be", "hint: form 2 rewrites 'NP', symbol 1 of form 1"], []),
+    (parsing.check_viterbi_cky, parsing_students.viterbi_log10,
+     ["hint: compare your chart of best log probabilities (Viterbi)", "cell (0, 1): NP "], []),
     (parsing.check_count_parses, count_plus_one, ["you counted more trees than there are"],
      ["int64", "Catalan"]),
     (parsing.check_inside, lambda rules, words: parsing_students.inside_right(rules, words) / 2,
@@ -276,6 +306,14 @@ ROWS = [
     (rnn.check_lstm_cell, lstm_h_without_output_gate,
      ["c_t is right, so the gates i, f, g are: look at h_t = o_t * tanh(c_t)"],
      ["forget gate has nothing to keep"]),
+    (rnn.check_gru_cell, gru_candidate_without_tanh,
+     ["torch's gates are r = ", "n = tanh(W_in x_t + b_in + r * (W_hn h_prev + b_hn)) = "],
+     ["from a zero state"]),
+    (rnn.check_architecture_for, architecture_sentiment_per_word,
+     ["expected 'many-to-one', got 'many-to-many'", "hint: sentiment classification: the whole"],
+     []),
+    (seq2seq.check_additive_scores, additive_sigmoid,
+     ["hint: score[0, 0] = v . tanh(u) with u = W_1 query[0] + W_2 keys[0, 0] ="], []),
     (seq2seq.check_masked_softmax, softmax_mask_after, ["sum to 1"], ["however large"]),
     (seq2seq.check_dot_attention, dot_attention_context_from_scores,
      ["the weights are right: the context is sum_j a_j k_j"], ["scores 1 and 2"]),
@@ -287,6 +325,9 @@ ROWS = [
      ["hint: the right table", "d[3] = [3]"], ["delete everything"]),
     (tf.check_scaled_dot_product_attention, attention_weights_squared,
      ["the weights of query [0] sum to"], ["by hand"]),
+    (tf.check_scaled_dot_product_attention, attention_twice_the_scale,
+     ["hint: the weights of query [0] are the softmax over the keys of q k^T / sqrt(d_k), "
+      "d_k = 4: the right row is"], []),
     (tf.check_split_heads, split_heads_last_head_zero,
      ["[0, 1, 0, 1] is feature 1 of head 1 at position 0: x[0, 0, 3]"], []),
     (tf.check_merge_heads, merge_heads_heads_reversed, ["of head 0 at position 0: x[0, 0, 0, "],

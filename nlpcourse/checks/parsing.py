@@ -245,7 +245,15 @@ def check_leftmost_derivation(leftmost_derivation: Callable, hidden: bool = Fals
         if len(got_forms) != len(want):
             return f"expected {len(want)} sentential forms, got {len(got_forms)}"
         k = next(i for i, (a, b) in enumerate(zip(want, got_forms, strict=True)) if a != b)
-        return f"form {k + 1} should be {show(want[k])}, got {show(got_forms[k])}"
+        message = f"form {k + 1} should be {show(want[k])}, got {show(got_forms[k])}"
+        if k == 0:
+            return message + "\nhint: the first form is the root alone, (root,)"
+        before, after = want[k - 1], want[k]
+        p = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), 0)
+        return (
+            f"{message}\nhint: form {k + 1} rewrites {before[p]!r}, symbol {p + 1} of form {k}: "
+            "the leftmost one not yet rewritten (a node's label), replaced by its children"
+        )
 
     def same(a: Any, b: Any) -> bool:
         return compare(a, b) == ""
@@ -661,6 +669,33 @@ def _viterbi_reference(rules: list, words: list[str]) -> tuple:
     return (None if tree is None else parsing.as_tuple(tree), logp)
 
 
+def _chart_hint(rules: list, words: list[str], combine: str) -> str:
+    """A hint with the right chart's scores (``combine`` ``"sum"``: inside, ``"max"``: Viterbi)
+    of the first word, the first two words and the whole sentence, to compare with the
+    student's own chart (a single number does not say which cell went wrong); '' for a sentence
+    too long to show."""
+    if len(words) > 12:
+        return ""
+    chart = _dp_chart(rules, words, combine)
+    cells = sorted({(0, 1), (0, min(2, len(words))), (0, len(words))}, key=lambda c: c[1])
+    shown = "; ".join(
+        f"cell {cell}: " + (", ".join(f"{a} {v:.6g}" for a, v in sorted(chart[cell].items()))
+                            or "empty")
+        for cell in cells
+    )  # fmt: skip
+    what = "inside log probabilities" if combine == "sum" else "best log probabilities (Viterbi)"
+    return f"\nhint: compare your chart of {what} with the right one, cell by cell: {shown}"
+
+
+def _compare_viterbi_case(want: Expected, got: Any) -> str:
+    """:func:`_compare_viterbi`, with the right chart when the log probability is wrong."""
+    problem = _compare_viterbi(want.value, got)
+    if problem.startswith("the log probability: ") and "cannot be above 0" not in problem:
+        rules, words = want.args
+        problem += _chart_hint(rules, words, "max")
+    return problem
+
+
 def _compare_viterbi(expected: Any, got: Any) -> str:
     if not isinstance(got, list | tuple) or len(got) != 2:
         return f"expected a pair (tree, log probability), got {show(got)}"
@@ -708,9 +743,9 @@ def check_viterbi_cky(viterbi_cky: Callable, hidden: bool = False) -> None:
     run_check(
         "viterbi_cky",
         viterbi_cky,
-        _viterbi_reference,
+        with_args(_viterbi_reference),
         _pcfg_cases(hidden, long_case=False),
-        _compare_viterbi,
+        _compare_viterbi_case,
         mistakes=_viterbi_mistakes,
         same=same,
     )
@@ -748,19 +783,7 @@ def check_inside(inside: Callable, hidden: bool = False) -> None:
             return ""
         sanity = impossible_log_probability(got, "log P(words)")
         rules, words = want.args
-        if sanity or len(words) > 12:
-            return problem + sanity
-        chart = _dp_chart(rules, words, "sum")
-        cells = [(0, 1), (0, 2), (0, len(words))] if len(words) > 2 else [(0, 1), (0, len(words))]
-        shown = "; ".join(
-            f"cell {cell}: " + (", ".join(f"{a} {v:.6g}" for a, v in sorted(chart[cell].items()))
-                                or "empty")
-            for cell in cells
-        )  # fmt: skip
-        return (
-            f"{problem}\nhint: compare your chart of inside log probabilities with the right one, "
-            f"cell by cell: {shown}"
-        )
+        return problem + (sanity or _chart_hint(rules, words, "sum"))
 
     run_check(
         "inside",

@@ -223,7 +223,10 @@ def _compare_architecture(want: Expected, got: Any) -> str:
     right = {want.value, ALSO_RIGHT.get(task, want.value)}
     if label in right:
         return ""
-    return f"expected {' or '.join(repr(r) for r in sorted(right))}, got {got!r}"
+    return (
+        f"expected {' or '.join(repr(r) for r in sorted(right))}, got {got!r}\n"
+        f"hint: {task}: {ARCHITECTURE_HINTS[task]}"
+    )
 
 
 def tasks_of_kind(kind: str | None) -> list[str]:
@@ -663,8 +666,25 @@ def _gru_mistakes(*tensors: torch.Tensor) -> list[Mistake]:
 
 
 def _compare_gru(want: Expected, got: Any) -> str:
+    """:func:`compare_arrays` (the entry that differs most), then torch's gates at that entry,
+    to compare with the student's own."""
     B, H = want.value.shape
-    return compare_arrays(want.value, got, "h_t", f"(B, H) = ({B}, {H}), like h_prev")
+    problem = compare_arrays(want.value, got, "h_t", f"(B, H) = ({B}, {H}), like h_prev")
+    array, _ = as_array(got)
+    if not problem or array is None or array.shape != (B, H) or np.isnan(array).any():
+        return problem
+    b, k = np.unravel_index(np.argmax(np.abs(array - want.value)), (B, H))
+    x_t, h_prev, weight_ih, weight_hh, bias_ih, bias_hh = _np(*want.args)
+    gx = np.split(x_t @ weight_ih.T + bias_ih, 3, axis=1)  # r, z, n blocks, each (B, H)
+    gh = np.split(h_prev @ weight_hh.T + bias_hh, 3, axis=1)
+    r = _sigmoid(gx[0] + gh[0])[b, k]
+    z = _sigmoid(gx[1] + gh[1])[b, k]
+    n = np.tanh(gx[2] + r * gh[2])[b, k]
+    return (
+        f"{problem}\nhint: at h_t[{b}, {k}], torch's gates are r = {r:.6g}, z = {z:.6g}, "
+        f"n = tanh(W_in x_t + b_in + r * (W_hn h_prev + b_hn)) = {n:.6g}, so h_t = (1 - z) * n "
+        f"+ z * h_prev = {want.value[b, k]:.6g}"
+    )
 
 
 def check_gru_cell(gru_cell: Callable, hidden: bool = False) -> None:

@@ -299,8 +299,20 @@ def _additive_mistakes(query, keys, W_1, W_2, v) -> list[Mistake]:
 
 
 def _compare_scores(want: Expected, got: Any) -> str:
+    """:func:`compare_arrays` (the entry that differs most), then that score's inner vector
+    W_1 query[b] + W_2 keys[b, j], whose tanh v weighs."""
     B, S = want.value.shape
-    return compare_arrays(want.value, got, "the scores", f"(B, S) = ({B}, {S})")
+    problem = compare_arrays(want.value, got, "the scores", f"(B, S) = ({B}, {S})")
+    array, _ = as_array(got)
+    if not problem or array is None or array.shape != (B, S) or np.isnan(array).any():
+        return problem
+    b, j = np.unravel_index(np.argmax(np.abs(array - np.asarray(want.value))), (B, S))
+    query, keys, W_1, W_2, v = (np.asarray(a, dtype=float) for a in want.args)
+    inner = W_1 @ query[b] + W_2 @ keys[b, j]  # (A,)
+    return (
+        f"{problem}\nhint: score[{b}, {j}] = v . tanh(u) with u = W_1 query[{b}] + W_2 "
+        f"keys[{b}, {j}] = {show(inner)}"
+    )
 
 
 def check_additive_scores(additive_scores: Callable, hidden: bool = False) -> None:

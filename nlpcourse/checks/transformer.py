@@ -35,6 +35,7 @@ from nlpcourse.checks.core import (
     n_random,
     np_rng,
     run_check,
+    show,
     with_args,
 )
 
@@ -141,7 +142,15 @@ def _compare_attention(want: Expected, got: Any) -> str:
                 "every key of some query masked? The mask is True where a query MAY attend, so "
                 "fill the scores where it is False"
             )
-        return problem
+        where = _worst(alpha, got[1])
+        if where is None:
+            return problem
+        row = where[:-1]
+        return (
+            f"{problem}\nhint: the weights of query {list(row)} are the softmax over the keys of "
+            f"q k^T / sqrt(d_k), d_k = {want.args[0].shape[-1]}: the right row is "
+            f"{show(np.asarray(alpha, dtype=float)[row])}"
+        )
     problem = compare_arrays(z, got[0], "the output (first result)", "(..., T_q, d_v)")
     if problem:
         problem += "\nhint: the weights are right: the output is weights @ v"
