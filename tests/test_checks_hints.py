@@ -362,3 +362,28 @@ def test_a_right_score_with_a_wrong_tree_is_shown_the_nodes_that_differ():
     message = _message(parsing.check_viterbi_cky, viterbi_cky_last_wins)
     assert "nodes (label, first word, end) of the best tree that yours lacks" in message, message
     assert "store (rule, split) only when a candidate beats" in message, message
+
+
+STRANGE = [  # (check, an answer no one would write, read by a hint's code)
+    (seq2seq.check_greedy_decode, lambda step, state, max_len: [99]),
+    (seq2seq.check_greedy_decode, lambda step, state, max_len: [-5]),
+    (seq2seq.check_beam_search, lambda *args: ([99, -1], 0.0)),
+    (parsing.check_parseval, lambda gold, predicted: {"precision": 1.0}),
+    (parsing.check_cky_recognize, lambda rules, words, start: {(7, 8): {"S"}, (-1, 0): ["X"]}),
+    (parsing.check_viterbi_cky, lambda rules, words: (("S", 3, [None]), -1.0)),
+    (parsing.check_leftmost_derivation, lambda tree: [("S",), 5]),
+    (ngram.check_count_ngrams, lambda sentences, n: {(): 1, ("a",) * 9: 2}),
+    (hmm.check_tagging_accuracy, lambda tagger, sentences: {"all": 1.0}),
+    (hmm.check_addk_tables, lambda *args: (np.zeros(1), np.zeros((9, 9)), [[np.nan]])),
+    (rnn.check_token_index, lambda i, j, layout: (-3, 10**9)),
+    (tf.check_split_heads, lambda x, H: torch.full((1, 1, 1, 1), math.nan)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("check, student", STRANGE, ids=[row[0].__name__ for row in STRANGE])
+def test_a_hint_never_breaks_on_a_strange_answer(check, student):
+    """The code that draws a hint from the answer reads the student's values (ids, cells, keys):
+    on answers no one would write it still ends in a CheckFailed with expected and got, never
+    in an error of the checker's own."""
+    message = _message(check, student)
+    assert "expected" in message and "got" in message, message

@@ -161,7 +161,10 @@ def _compare_weights(want: Expected, got: Any) -> str:
     array, _ = as_array(got)
     if array is None or array.shape != (B, S) or np.isnan(array).any():
         return problem
-    b = int(np.argwhere(~np.isclose(array, want.value, rtol=1e-5, atol=1e-7))[0][0])
+    differ = np.argwhere(~np.isclose(array, want.value, rtol=1e-5, atol=1e-7))
+    if not len(differ):
+        return problem
+    b = int(differ[0][0])
     return (
         f"{problem}\nhint: row {b} is a softmax over the unmasked scores of row {b} alone: "
         f"the right row is {show(want.value[b])}"
@@ -511,6 +514,8 @@ def _compare_greedy(want: Expected, got: Any) -> str:
         y = prev
     logp, _ = step(y, s)
     p = np.exp(np.asarray(logp, dtype=float))
+    if not 0 <= mine[t] < len(p):
+        return f"{problem}\nhint: your id {mine[t]} at step {t} is no id of the model's"
     return (
         f"{problem}\nhint: at step {t} (after {right[:t] or '<s>'}) the most probable next id is "
         f"{right[t]} (P = {p[right[t]]:.4g}); yours is {mine[t]} (P = {p[mine[t]]:.4g})"
