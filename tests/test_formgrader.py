@@ -79,15 +79,24 @@ def test_formgrader_offline_keeps_comments_and_flags(tmp_path):
     assert "not a subdirectory of the notebook server root" not in text, text[-3000:]
 
 
-def wait_in(page, expression: str, seconds: float = 240) -> None:
-    """Wait until ``expression`` is true in the page. Playwright's ``wait_for_function`` evaluates
-    its predicate with ``eval``, which the course's Content-Security-Policy refuses on formgrader's
-    pages (no 'unsafe-eval'); ``page.evaluate`` runs as the browser's devtools do, outside it."""
+def became_true(page, expression: str, seconds: float = 240) -> bool:
+    """Whether ``expression`` becomes true in the page within ``seconds``. Playwright's
+    ``wait_for_function`` evaluates its predicate with ``eval``, which the course's
+    Content-Security-Policy refuses on formgrader's pages and the feedback's (no 'unsafe-eval': an
+    EvalError as soon as the first try is false); ``page.evaluate`` runs as the browser's devtools
+    do, outside it."""
     deadline = time.monotonic() + seconds
     while not page.evaluate(f"Boolean({expression})"):
         if time.monotonic() > deadline:
-            pytest.fail(f"the page never had {expression}")
+            return False
         time.sleep(0.25)
+    return True
+
+
+def wait_in(page, expression: str, seconds: float = 240) -> None:
+    """Wait until ``expression`` is true in the page (:func:`became_true`), or fail."""
+    if not became_true(page, expression, seconds):
+        pytest.fail(f"the page never had {expression}")
 
 
 def check_the_student_side_is_off(base: str) -> None:

@@ -353,6 +353,7 @@ def hostile_course(root: Path) -> None:
 def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from test_browser import sync_playwright
+    from test_formgrader import became_true
 
     sync_playwright()  # skips, with the reason, without playwright or chromium
     hostile_course(tmp_path)
@@ -364,10 +365,9 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
         with watched_page(base) as (watch, page):
             for student in ("mallory", "trudy"):
                 page.goto(f"{base}/formgrader/submissions/{before[student]['id']}/?token={TOKEN}")
-                ready = "window.formgrader && formgrader.loaded && MathJax.loaded"
-                try:
-                    page.wait_for_function(ready, timeout=120_000)
-                except PlaywrightTimeout:  # the page did not finish: say so, look anyway
+                # loaded, with the grades fetched (what a probe waits for before it saves them)
+                ready = "window.formgrader && formgrader.grades && formgrader.grades.loaded"
+                if not became_true(page, f"{ready} && MathJax.loaded", 120):
                     watch.problems.append(f"formgrader, {student}: the page did not load")
                 # the page still shows the student's work (the payloads' text, inert)
                 cells = page.locator("#notebook-container .cell").count()
@@ -412,13 +412,10 @@ def test_no_payload_runs_in_formgrader_or_the_feedback(tmp_path):
             if "Well done" not in html.read_text():  # the grader's comment, inert
                 watch.problems.append(f"feedback, {student}: the comment is missing")
             page.goto(html.as_uri())
-            try:
-                page.wait_for_function(
-                    "window.MathJax && MathJax.startup && MathJax.startup.promise",
-                    timeout=60_000,
-                )
+            started = "window.MathJax && MathJax.startup && MathJax.startup.promise"
+            if became_true(page, started, 60):
                 page.evaluate("MathJax.startup.promise")
-            except PlaywrightTimeout:  # (a changed configuration wrote a page from a CDN)
+            else:  # (a changed configuration wrote a page from a CDN)
                 watch.problems.append(f"feedback, {student}: MathJax did not start")
             if page.locator("mjx-container").count() == 0:
                 watch.problems.append(f"feedback, {student}: no formula typeset")
