@@ -226,7 +226,11 @@ class Watch:
         self.scan(page, where, notebook)
 
     def scan(self, page, where: str, notebook: str) -> None:
-        """Latent script in the notebook's part of the page (the element ``notebook`` selects)."""
+        """Latent script in the notebook's part of the page (the element ``notebook`` selects; a
+        page without it, e.g. one a payload replaced, is recorded as such)."""
+        if page.locator(notebook).count() == 0:
+            self.problems.append(f"{where}: no {notebook} on the page ({page.url[:80]})")
+            return
         latent = page.evaluate(LATENT, page.locator(notebook).first.element_handle())
         if latent and f"{where}: latent script: {latent[:10]}" not in self.problems:
             self.problems.append(f"{where}: latent script: {latent[:10]}")
