@@ -387,3 +387,18 @@ def test_rescoring_picks_the_best_log_linear_score_of_the_union():
     assert wer == best_wer == 1 - right[cands.best(lam, beta)].mean()
     with pytest.raises(ValueError, match="no candidate"):
         gj.Candidates([[[("A",)], []]])
+
+
+def test_the_recorded_commands_parse():
+    """The README and the records name ``python -m nlpcourse.g2p_joint_runs <config>``."""
+    import subprocess
+    import sys
+
+    from nlpcourse.g2p_joint_runs import COMBINED, CONFIGS
+
+    out = subprocess.run(
+        [sys.executable, "-m", "nlpcourse.g2p_joint_runs", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    for name in [*CONFIGS, *COMBINED]:
+        assert name in out.stdout
