@@ -7,6 +7,13 @@ the whole test split, and records it all with :mod:`nlpcourse.records` as
 
     python -m nlpcourse.g2p_joint_runs g2p_joint            # writes g2p_joint.json
     python -m nlpcourse.g2p_joint_runs g2p_joint_no_stress  # trained without stress digits
+    python -m nlpcourse.g2p_joint_runs g2p_combined         # with chapter 5's RNN, rescored
+
+``g2p_combined`` (:func:`run_combined`) retrains chapter 5's RNN by its recorded recipe (its
+weights are not kept, DESIGN.md), trains the joint model, and rescores the union of the two
+N-best lists (:class:`nlpcourse.g2p_joint.Candidates`, eq. (g2p-rescore)) with ``lambda`` and
+``beta`` tuned on the validation split; its curve is the RNN's training loss, whose first point
+:func:`first_rnn_loss` re-runs. It needs about 45 minutes on two idle cores.
 
 The record's learning curve is EM's log-likelihood per pair at each iteration;
 ``tests/test_records.py`` re-runs the first iterations and checks they reproduce it, so a record
