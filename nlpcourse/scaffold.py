@@ -48,7 +48,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nlpcourse.book import cell_timeout, toc_pages
+from nlpcourse.book import cell_timeout, read_page_notebook, toc_pages
 
 REPO = Path(__file__).resolve().parent.parent
 TODO = "SCAFFOLD-TODO"
@@ -415,16 +415,19 @@ def scaffold(
 
 def execute_alone(repo: Path, name: str, out: Path) -> Path:
     """Execute the page ``book/<name>.md`` alone into ``out/<name>.out.ipynb`` (returned), as the
-    build executes it: the kernel works in ``book/`` wherever the notebook is written (a chapter
-    reads ``../_toc.yml`` and ``results/``), each cell within the build's timeout. An error in a
-    cell raises ``nbclient``'s ``CellExecutionError``, which names the cell."""
-    import jupytext
+    build executes it: read by myst-nb's reader and run by jupyter-cache's executor, the kernel in
+    ``book/`` wherever the notebook is written (a chapter reads ``../_toc.yml`` and
+    ``results/``), each cell within the build's timeout. A failed cell raises
+    :class:`ScaffoldError` with its traceback."""
     import nbformat
-    from nbclient import NotebookClient
+    from jupyter_cache.executors.utils import single_nb_execution
 
-    notebook = jupytext.read(repo / "book" / f"{name}.md")
-    resources = {"metadata": {"path": str(repo / "book")}}  # the kernel's working folder
-    NotebookClient(notebook, timeout=cell_timeout(repo), resources=resources).execute()
+    notebook = read_page_notebook(repo / "book" / f"{name}.md")
+    result = single_nb_execution(
+        notebook, cwd=str(repo / "book"), timeout=int(cell_timeout(repo)), allow_errors=False
+    )
+    if result.err is not None:
+        raise ScaffoldError(f"book/{name}.md failed to execute:\n{result.exc_string}")
     out.mkdir(parents=True, exist_ok=True)
     executed = out / f"{name}.out.ipynb"
     nbformat.write(notebook, executed)
@@ -435,11 +438,9 @@ def check_glued(repo: Path, name: str, out: Path) -> int:
     """Execute ``book/<name>.md`` alone into ``out/<name>.out.ipynb`` (:func:`execute_alone`) and
     run ``tests/test_book.py`` on it: the chapter's glued-value assertions run, the other
     chapters' skip. The exit status of pytest."""
-    from nbclient.exceptions import CellExecutionError
-
     try:
         executed = execute_alone(repo, name, out)
-    except CellExecutionError as error:
+    except ScaffoldError as error:
         print(error, file=sys.stderr)
         return 1
     env = {**os.environ, "NLPCOURSE_BOOK_CHAPTER": str(executed)}

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 NEEDS_EXTRA = {
     "nlpcourse.book": "book",
     "nlpcourse.numbering": "book",
+    "nlpcourse.scaffold": "book",  # a chapter run alone, one page's warnings: the book's tools
     "nlpcourse.checks.core": "grader",
 }
 
