@@ -259,9 +259,12 @@ def demo(assignment: str, folder: Path) -> None:
     scores = grade(folder, assignment, samples, progress=True)
     csv_path = scores.pop("csv")
     parts = [k for k in scores["full"] if k != "total"]
-    print(f"{'student':10s} " + " ".join(f"{p[5:]:>17s}" for p in parts) + f" {'total':>6s}")
+    width = {p: max(17, len(p) - 5) for p in parts}  # a column as wide as its part's name
+    header = " ".join(f"{p[5:]:>{width[p]}s}" for p in parts)
+    print(f"{'student':10s} {header} {'total':>6s}")
     for student, row in scores.items():
-        print(f"{student:10s} " + " ".join(f"{row[p]:17g}" for p in parts) + f" {row['total']:6g}")
+        cells = " ".join(f"{row[p]:{width[p]}g}" for p in parts)
+        print(f"{student:10s} {cells} {row['total']:6g}")
     print(f"\ngradebook: {folder / 'autograder' / 'gradebook.db'}")
     print(f"CSV:       {csv_path}")
     with open(csv_path) as f:
