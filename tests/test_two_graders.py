@@ -98,7 +98,7 @@ def test_a_second_run_on_the_assignment_stops_naming_the_first(tmp_path, backend
     winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
     out, err = outputs[loser]
     said = [line for line in err.splitlines() if line.strip()]
-    assert said[-1].startswith("python -m autograder: 01-ngrams"), err
+    assert said[-1].startswith("python -m autograder grade: 01-ngrams"), err
     assert f"pid {runs[winner].pid} " in said[-1] and "being graded by" in said[-1], err
     assert "graded 2 submission(s)" in outputs[winner][0], outputs[winner]
 
