@@ -573,17 +573,27 @@ def compare_counts(expected: Any, got: Any, what: str = "n-gram") -> str:
     return "\n".join(lines)
 
 
-def compare_scores(expected: Any, got: Any, keys: Sequence[str] | None = None) -> str:
+def compare_scores(
+    expected: Any,
+    got: Any,
+    keys: Sequence[str] | None = None,
+    hints: Mapping[str, str] | None = None,
+) -> str:
     """'' if ``got`` is a dict with the numbers of ``expected`` under ``keys`` (default: all of
-    expected's keys; other keys are ignored), else the keys that differ."""
+    expected's keys; other keys are ignored), else the keys that differ, followed by the
+    ``hints`` line of the first key that differs (how that score is computed), if given."""
     keys = list(expected) if keys is None else list(keys)
     if not isinstance(got, dict):
         return f"expected a dict with the keys {keys}, got {_kind(got)}"
     missing = [k for k in keys if k not in got]
     if missing:
         return f"the dict has no key {missing[0]!r}; it needs {keys}"
-    lines = [f"{k!r}: {compare_numbers(expected[k], got[k])}" for k in keys]
-    return "\n".join(line for k, line in zip(keys, lines, strict=True) if not line.endswith(": "))
+    problems = {k: compare_numbers(expected[k], got[k]) for k in keys}
+    differ = [k for k in keys if problems[k]]
+    problem = "\n".join(f"{k!r}: {problems[k]}" for k in differ)
+    if differ and hints:
+        problem += f"\nhint: {hints[differ[0]]}"
+    return problem
 
 
 def same_answer(a: Any, b: Any) -> bool:

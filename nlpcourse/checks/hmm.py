@@ -840,11 +840,7 @@ ACCURACY_HINTS = {  # the hint of a wrong answer: about the first key that diffe
 
 
 def _compare_accuracy(want: dict, got: Any) -> str:
-    problem = compare_scores(want, got, KEYS)
-    if not problem or not isinstance(got, dict) or any(k not in got for k in KEYS):
-        return problem
-    first = next(k for k in KEYS if compare_numbers(want[k], got[k]))
-    return f"{problem}\nhint: {ACCURACY_HINTS[first]}"
+    return compare_scores(want, got, KEYS, ACCURACY_HINTS)
 
 
 def check_tagging_accuracy(tagging_accuracy: Callable, hidden: bool = False) -> None:

@@ -929,11 +929,7 @@ PARSEVAL_HINTS = {  # the hint of a wrong answer: about the first key that diffe
 
 
 def _compare_parseval(expected: Any, got: Any) -> str:
-    problem = compare_scores(expected, got, PARSEVAL_KEYS)
-    if not problem or not isinstance(got, dict) or any(k not in got for k in PARSEVAL_KEYS):
-        return problem
-    first = next(k for k in PARSEVAL_KEYS if compare_numbers(expected[k], got[k]))
-    return f"{problem}\nhint: {PARSEVAL_HINTS[first]}"
+    return compare_scores(expected, got, PARSEVAL_KEYS, PARSEVAL_HINTS)
 
 
 def check_parseval(parseval: Callable, hidden: bool = False) -> None:
