@@ -47,6 +47,7 @@ import argparse
 import copy
 import dataclasses
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -61,7 +62,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,11 +128,8 @@ class Assignment:
 
 
 @lock.one_writer_at_a_time  # a new gradebook, course or assignment is created once (issue 32)
-def prepare_assignment(course: Course, name: str) -> Assignment:
-    """Read the assignment's source notebook and record the assignment in the gradebook as
-    ``nbgrader generate_assignment`` does, without writing to the release folder."""
-    from nbgrader.converters import GenerateAssignment
-
+def source_notebook(course: Course, name: str) -> tuple[Path, dict]:
+    """The path of the assignment's source notebook (it must have exactly one), and its JSON."""
     folder = course.folder(course.coursedir.source_directory, ".", name)
     notebooks = sorted(folder.glob("*.ipynb"))
     if not notebooks:
@@ -141,7 +139,15 @@ def prepare_assignment(course: Course, name: str) -> Assignment:
             f"assignment {name!r}: the class grader grades one notebook per assignment, "
             f"{folder} has {len(notebooks)}: {', '.join(p.name for p in notebooks)}"
         )
-    source = json.loads(notebooks[0].read_text(encoding="utf-8"))
+    return notebooks[0], json.loads(notebooks[0].read_text(encoding="utf-8"))
+
+
+def prepare_assignment(course: Course, name: str) -> Assignment:
+    """Read the assignment's source notebook and record the assignment in the gradebook as
+    ``nbgrader generate_assignment`` does, without writing to the release folder."""
+    from nbgrader.converters import GenerateAssignment
+
+    notebook, source = source_notebook(course, name)
     config = copy.deepcopy(course.config)
     with tempfile.TemporaryDirectory(prefix="autograder-release-") as release_dir:
         config.CourseDirectory.release_directory = release_dir
@@ -153,8 +159,8 @@ def prepare_assignment(course: Course, name: str) -> Assignment:
         converter.force = True
         converter.log.setLevel(logging.WARNING)
         converter.start()
-        release = nbformat.read(Path(release_dir) / name / notebooks[0].name, as_version=4)
-    return Assignment(name, notebooks[0].name, source, release)
+        release = nbformat.read(Path(release_dir) / name / notebook.name, as_version=4)
+    return Assignment(name, notebook.name, source, release)
 
 
 # ------------------------------------------------------------------------------ submissions
@@ -410,7 +416,9 @@ def grade_task(
         if grade_function is None:
             from autograder.sandbox import grade_submission
 
-            grade: Callable = grade_submission
+            # each Dask worker grades one submission after another: the next one's sandboxed
+            # worker starts while this one is graded (autograder.sandbox.Ahead)
+            grade: Callable = functools.partial(grade_submission, ahead=True)
             bounds: Any = Limits(**limits)
         else:
             grade, bounds = grade_function, dict(limits)
@@ -426,6 +434,37 @@ def grade_task(
     out = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result)
     out["worker"] = f"{socket.gethostname()}:{os.getpid()}"
     return out
+
+
+def warm_task(source: dict, limits: dict) -> str:
+    """What each Dask worker runs first, while the coordinator prepares the assignment: import
+    what grading needs and start the sandboxed worker of its first submission
+    (:func:`autograder.sandbox.start_ahead`), so that the first submission costs what the others
+    do."""
+    with _one_at_a_time:
+        from autograder.sandbox import start_ahead
+
+        start_ahead(source, Limits(**limits))
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def warm_workers(dask: Any, source: dict, limits: dict) -> list[Any]:
+    """Send :func:`warm_task` to every worker of the cluster; its futures, not waited for (a
+    worker that fails to warm up grades all the same, starting its own sandboxed worker)."""
+    workers = list(dask.scheduler_info().get("workers", {}))
+    return [
+        dask.submit(warm_task, source, limits, workers=[address], allow_other_workers=False,
+                    pure=False, key=f"warm-{address}-{uuid.uuid4().hex[:8]}")
+        for address in workers
+    ]  # fmt: skip
+
+
+def submitted_any(course: Course, assignment: str, students: Sequence[str]) -> bool:
+    """Whether any student folder holds a submission of ``assignment`` (a cheap look, before the
+    submissions are read: the cluster then starts while the assignment is prepared)."""
+    top = course.folder(course.coursedir.submitted_directory, ".", ".")
+    folders = (top / s for s in students) if students else top.glob("*")
+    return any((folder / assignment).is_dir() for folder in folders)
 
 
 @contextmanager
@@ -889,30 +928,44 @@ def grade_assignment(
     summary = Summary(assignment_name)
     phases = Phases(summary.phases)
     limits = dict(limits or {})
-    assignment = prepare_assignment(course, assignment_name)
-    max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
-    subs, summary.failed = find_submissions(course, assignment, students, max_mb)
-    gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
-    try:
-        todo, summary.skipped = to_grade(course, assignment, subs, gb, regrade)
-        recorder = Recorder(course, assignment, gb, summary)
-        for sub in (s for s in todo if s.problem):  # nothing a worker could grade
-            status: Status = "zero" if sub.problem.startswith("no notebook") else "rejected"
-            recorder.record(sub, local_result(assignment, sub, status, sub.problem))
-        remote = [s for s in todo if not s.problem]
-        phases.done("prepare")
-        if remote:
-            with _client(client, scheduler, workers) as dask:
-                phases.done("cluster start")
+    _, source = source_notebook(course, assignment_name)  # the course's mistakes before a cluster
+    warming: list[Any] = []  # held until the class is graded: a future let go is cancelled
+    with ExitStack() as cluster:
+        dask = None
+        if submitted_any(course, assignment_name, students):
+            # the cluster starts, and its workers warm up, while the assignment is prepared
+            dask = cluster.enter_context(_client(client, scheduler, workers))
+            phases.done("cluster start")
+            if grade_function is None:
+                warming = warm_workers(dask, source, limits)
+        assignment = prepare_assignment(course, assignment_name)
+        max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
+        subs, summary.failed = find_submissions(course, assignment, students, max_mb)
+        gb = gradebook_writer.open_gradebook(course.db_url, course.course_id)
+        try:
+            todo, summary.skipped = to_grade(course, assignment, subs, gb, regrade)
+            recorder = Recorder(course, assignment, gb, summary)
+            for sub in (s for s in todo if s.problem):  # nothing a worker could grade
+                status: Status = "zero" if sub.problem.startswith("no notebook") else "rejected"
+                recorder.record(sub, local_result(assignment, sub, status, sub.problem))
+            remote = [s for s in todo if not s.problem]
+            phases.done("prepare")
+            if remote:
+                if dask is None:  # a student named who had not handed in then, and has now
+                    dask = cluster.enter_context(_client(client, scheduler, workers))
+                    phases.done("cluster start")
                 grade_on_dask(
                     dask, assignment, remote, recorder, limits=limits, progress=progress,
                     grade_function=grade_function, on_result=on_result,
                 )  # fmt: skip
                 phases.done("grading")
-            phases.done("cluster stop")
-        summary.review = open_reviews(gb, assignment.name)
-    finally:
-        gb.close()
+            summary.review = open_reviews(gb, assignment.name)
+        finally:
+            gb.close()
+            for future in warming:
+                future.release()
+    if dask is not None:
+        phases.done("cluster stop")
     summary.seconds = time.monotonic() - start
     autograded = course.folder(course.coursedir.autograded_directory, "*", assignment.name)
     summary.outputs["autograded"] = autograded / assignment.notebook

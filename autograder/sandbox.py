@@ -14,7 +14,8 @@ each, as nbgrader composes small preprocessors:
    a worker sends is read with a restricted unpickler and bounded in bytes, objects, nesting and
    grader time, so no object of the student's ever exists in the grader and no message stalls it.
 4. **worker** (:mod:`autograder.worker`, run as :mod:`autograder.student_worker`): one process per
-   submission with resource limits it sets on itself; a cell or call past ``call_seconds`` is
+   submission (the class grader starts each one while the submission before it is graded,
+   :class:`Ahead`) with resource limits it sets on itself; a cell or call past ``call_seconds`` is
    interrupted, then killed if it ignores that; the whole submission gets ``notebook_seconds``.
 5. **grader** (this module): each graded test cell of ``source`` (hidden tests included) runs
    here, in a fresh namespace where every function the student defined is a
@@ -39,8 +40,10 @@ submission at a time per process.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -111,9 +114,17 @@ class _Grader:
     to be killed, which are not the student's either. A cell or call is interrupted by the worker
     at ``min(call_seconds, notebook time left)`` and killed :data:`GRACE` seconds later."""
 
-    def __init__(self, program: Program, limits: Limits, view: Path, isolation: Isolation):
+    def __init__(
+        self,
+        program: Program,
+        limits: Limits,
+        view: Path,
+        isolation: Isolation,
+        ahead: Worker | None = None,
+    ):
         self.program, self.limits, self.view, self.isolation = program, limits, view, isolation
         self.worker: Worker | None = None
+        self.ahead = ahead  # a worker started ahead, that has been asked for the setup cells
         self.ran = 0  # how many cells of the program the worker under way has been through
         self.pristine = True  # no code of the student's has run in the worker under way
         self.reached = 0  # how many cells of the program have run once (again: not charged)
@@ -164,9 +175,11 @@ class _Grader:
     # -- the worker
 
     def start(self) -> bool:
-        """Start a worker; False (and ``unstartable`` says why) when none could be."""
+        """Start a worker, or take the one started ahead (:class:`Ahead`) the first time; False
+        (and ``unstartable`` says why) when none could be."""
+        ahead, self.ahead = self.ahead, None
         try:
-            self.worker = Worker(self.program.cells, self.limits, self.view, self.isolation)
+            self.worker = ahead or Worker(self.limits, self.view, self.isolation)
         except OSError as err:
             self.unstartable = f"the sandbox could not start: {err}"
         else:
@@ -175,6 +188,9 @@ class _Grader:
                 self.ran, self.pristine = 0, True
                 return True
             except SandboxStop as stop:
+                if ahead is not None:  # it broke while it waited: a fresh one, as without it
+                    self.worker_printed()
+                    return self.start()
                 said = self.worker_printed()[-2000:].strip()
                 self.unstartable = f"the worker could not start: {stop.reason}" + (
                     f"; it printed: {said}" if said else ""
@@ -236,7 +252,7 @@ class _Grader:
         kill = started + (seconds + GRACE if seconds else self.limits.notebook_seconds + GRACE)
         limit = self.limit_words(seconds) if seconds else "the time the course's setup may take"
         try:
-            error = self.worker.run_cell(index, seconds, kill, f"it ran past {limit}")
+            error = self.worker.run_cell(cell, seconds, kill, f"it ran past {limit}")
         except SandboxStop as stop:
             if seconds and not again:
                 self.charge(started, seconds)
@@ -378,6 +394,93 @@ class _Grader:
         )
 
 
+# ------------------------------------------------------------------------------ started ahead
+
+
+def setup_prefix(program: Program) -> list[Cell]:
+    """The course's setup cells the program starts with, before any code of the student's and
+    any test: the same for every submission of an assignment that added no cell before them."""
+    first_test = min((part.cells_before for part in program.parts), default=0)
+    prefix: list[Cell] = []
+    for cell in program.cells[:first_test]:
+        if cell.kind != "setup":
+            break
+        prefix.append(cell)
+    return prefix
+
+
+class Ahead:
+    """The worker for a grader process's next submission, started while the current one is graded
+    (issue 40: the grader's overhead per submission).
+
+    Starting Python in the sandbox and running the course's setup cells (its imports) is most of
+    what grading one submission costs beyond the student's own code. A worker started ahead does
+    both while the grader checks the submission before it, in a sandbox of its own with a user id
+    of its own, as a fresh one would (nothing of the student's runs in it before it is taken). It is
+    taken only by a submission whose program starts with the same setup cells, under the same
+    limits, sandbox and student view (:meth:`key`); any other stops it. At most one per process."""
+
+    def __init__(self) -> None:
+        self.key = ""
+        self.worker: Worker | None = None
+        atexit.register(self.discard)
+
+    @staticmethod
+    def key_for(setup: list[Cell], limits: Limits, view: Path, isolation: Isolation) -> str:
+        cells = [dataclasses.astuple(cell) for cell in setup]
+        return json.dumps([cells, dataclasses.asdict(limits), str(view), isolation.kind])
+
+    def take(self, key: str) -> Worker | None:
+        """The worker started ahead for ``key``, or None (one started for another, or one that
+        has died while it waited, is stopped: no student pays for a worker they did not use)."""
+        worker, self.worker = self.worker, None
+        if worker is not None and (self.key != key or worker.process.poll() is not None):
+            worker.stop()
+            worker = None
+        return worker
+
+    def prepare(self, key: str, setup: list[Cell], limits: Limits, view: Path,
+                isolation: Isolation) -> None:  # fmt: skip
+        """Start the worker of the next submission, and ask it for the ``setup`` cells now."""
+        self.discard()
+        try:
+            worker = Worker(limits, view, isolation)
+        except OSError:
+            return  # the next submission starts its own, and says why if it cannot
+        try:
+            for cell in setup:
+                worker.ask_ahead(cell)
+        except SandboxStop:
+            worker.stop()
+            return
+        self.key, self.worker = key, worker
+
+    def discard(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+AHEAD = Ahead()
+
+
+def _ahead(program: Program, limits: Limits, view: Path, isolation: Isolation) -> Worker | None:
+    """The worker started ahead for ``program``, if any; and the next one started."""
+    setup = setup_prefix(program)
+    key = Ahead.key_for(setup, limits, view, isolation)
+    worker = AHEAD.take(key)
+    AHEAD.prepare(key, setup, limits, view, isolation)
+    return worker
+
+
+def start_ahead(source: dict, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Start the worker of this process's first submission of the assignment ``source`` now (the
+    class grader, on each Dask worker as the class starts), as :func:`grade_submission` with
+    ``ahead`` starts the next one: the setup cells are the source's for every submission."""
+    _ahead(build_program({"cells": []}, source), limits, student_view.cached_view(),
+           isolation_available())  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ grading
 
 
@@ -390,10 +493,14 @@ def grade_submission(
     student: str,
     limits: Limits = DEFAULT_LIMITS,
     expected_name: str | None = None,
+    ahead: bool = False,
 ) -> SubmissionResult:
     """Grade one submitted notebook against the ``source`` (solutions/) notebook; never raises for
     anything the submission does (see the module docstring). A notebook not named
-    ``expected_name`` is graded all the same, and flagged for review with what was expected."""
+    ``expected_name`` is graded all the same, and flagged for review with what was expected.
+    ``ahead``: take the worker started ahead for this assignment, if any, and start the one for
+    the next submission (:class:`Ahead`; the class grader, which grades one submission after
+    another in each process)."""
     started = time.monotonic()
     checksum = hashlib.sha256(notebook_bytes).hexdigest()
     isolation = isolation_available()
@@ -411,13 +518,17 @@ def grade_submission(
             isolation.words, "not run",
         )  # fmt: skip
     program = build_program(submission, source)
-    grader = _Grader(program, limits, student_view.cached_view(), isolation)
+    view = student_view.cached_view()
+    worker = _ahead(program, limits, view, isolation) if ahead else None
+    grader = _Grader(program, limits, view, isolation, worker)
     parts: list[PartResult] = []
     try:
         for part in program.parts:
             parts.append(grader.grade(part))
     finally:
         grader.stop()
+        if grader.ahead is not None:  # never needed: no part got as far as running a cell
+            grader.ahead.stop()
     reasons = [*named, *grader.reasons]
     for label, error in grader.cell_errors.items():
         reasons.append(f"the cell {label!r} raised {error}")

@@ -8,9 +8,9 @@ the only trusted code in the worker's interpreter, and it runs before any code o
    CPU time) from the program file, so everything it starts inherits them;
 2. it puts the *student view* of ``nlpcourse`` (:mod:`autograder.student_view`) first on
    ``sys.path``, so reference functions raise and no check or hidden case exists here;
-3. it does what the grader asks, one numbered request at a time (:func:`serve`): run the next
-   cell of the program (the course's setup cells, taken from ``solutions/``, and the student's
-   own code cells; never a test cell), list the names the cells defined, or call a function of
+3. it does what the grader asks, one numbered request at a time (:func:`serve`): run the cell
+   it is sent (the course's setup cells, taken from ``solutions/``, and the student's own code
+   cells; never a test cell), list the names the cells defined, or call a function of
    the student's and send back the answer as plain data (the same conversion as
    :func:`nlpcourse.checks.core.to_plain`: builtins and numpy arrays) or the exception's type
    name, message and line. The grader runs each test cell once the cells before it have run, as
@@ -349,10 +349,11 @@ def call(namespace: dict, name, args, seconds) -> tuple:
         return ("raised", *describe(err))
 
 
-def serve(cells: list[dict], namespace: dict) -> None:
+def serve(namespace: dict) -> None:
     """Do what the grader asks, one request at a time, each answered with the request's number:
-    ``("run", n, index, seconds)`` runs a cell of the program, ``("names", n)`` lists what the
-    cells defined, ``("call", n, name, args, seconds)`` calls a function of the student's. The
+    ``("run", n, cell, seconds)`` runs a cell (its ``source`` and ``label``; the course's setup
+    cells may be sent before the submission is known), ``("names", n)`` lists what the cells
+    defined, ``("call", n, name, args, seconds)`` calls a function of the student's. The
     grader decides which cell runs and for how long, and keeps its own clock; nothing here (which
     the student's code could rewrite) is trusted with either."""
     PIPE.send(("started",))
@@ -363,7 +364,7 @@ def serve(cells: list[dict], namespace: dict) -> None:
             return
         number = message[1]
         if kind == "run":
-            reply = ("done", run_cell(cells[message[2]], namespace, message[3]))
+            reply = ("done", run_cell(message[2], namespace, message[3]))
         elif kind == "names":
             reply = ("names", defined_names(namespace))
         elif kind == "call":
@@ -428,7 +429,7 @@ def main() -> None:
     sys.path.insert(0, program["view"])
     sys.argv = ["notebook"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": _Shell}
-    serve(program["cells"], namespace)
+    serve(namespace)
 
 
 if __name__ == "__main__":

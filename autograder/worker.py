@@ -108,12 +108,18 @@ class _Output(threading.Thread):
             os.close(self.fd)
 
 
-class Worker:
-    """One sandboxed worker process running a program (see the module docstring)."""
+def _wire_cell(cell: Cell) -> dict[str, str]:
+    """What the worker needs of a cell to run it: its code and the label its errors carry."""
+    return {"label": cell.label, "source": cell.source}
 
-    def __init__(self, program: list[Cell], limits: Limits, view: Path, isolation: Isolation):
+
+class Worker:
+    """One sandboxed worker process, which runs the cells it is sent (see the module docstring).
+
+    It is started before it knows any cell, so that one can be started ahead of its submission."""
+
+    def __init__(self, limits: Limits, view: Path, isolation: Isolation):
         self.limits = limits
-        self.cells = program
         self.staging = Path(tempfile.mkdtemp(prefix="nlpcourse-sandbox-"))
         self.staging.chmod(0o755)
         shutil.copy(WORKER_SCRIPT, self.staging / "student_worker.py")
@@ -128,7 +134,6 @@ class Worker:
         uid = self.uid = worker_uid(bwrap)
         settings = {
             "uid": uid,
-            "cells": [asdict(cell) for cell in program],
             "limits": asdict(limits),
             "view": "/view" if bwrap else str(view),
         }
@@ -174,7 +179,7 @@ class Worker:
         self.output.start()
         self.handles: dict[int, Any] = {}
         self.asked = 0  # the number of the last request sent
-        self.cell = -1  # the cell of the program asked for last
+        self.ahead: list[tuple[int, Cell]] = []  # setup cells asked for before they are needed
 
     # -- messages
 
@@ -265,12 +270,27 @@ class Worker:
         if message != ("started",) and message != ["started"]:
             raise SandboxStop("crashed", unasked(message))
 
-    def run_cell(self, index: int, seconds: float | None, deadline: float, doing: str) -> Any:
-        """Run cell ``index`` of the program, interrupted at ``seconds`` (``None``: not
-        interrupted) and killed at ``deadline``; its error as the worker reported it, or None.
-        ``doing`` is the reason given if the deadline passes."""
-        self.cell = index
-        number = self._ask("run", index, seconds)
+    def ask_ahead(self, cell: Cell) -> None:
+        """Ask now for a setup cell of the course's to be run with no time limit, before the
+        submission is known (:class:`autograder.sandbox.Ahead`); :meth:`run_cell` of the same
+        cell reads its answer later. The worker runs it while the grader does other work."""
+        if cell.kind != "setup":
+            raise ValueError(f"only the course's setup cells are run ahead, not {cell.label!r}")
+        self.ahead.append((self._ask("run", _wire_cell(cell), None), cell))
+
+    def run_cell(self, cell: Cell, seconds: float | None, deadline: float, doing: str) -> Any:
+        """Run ``cell``, interrupted at ``seconds`` (``None``: not interrupted) and killed at
+        ``deadline``; its error as the worker reported it, or None. ``doing`` is the reason given
+        if the deadline passes. A cell asked for ahead (:meth:`ask_ahead`) is not asked again:
+        its answer is read."""
+        if self.ahead:
+            number, asked = self.ahead.pop(0)
+            if asked != cell or seconds is not None:
+                raise ValueError(
+                    f"the cell {asked.label!r} was asked for ahead, not {cell.label!r}"
+                )
+        else:
+            number = self._ask("run", _wire_cell(cell), seconds)
         return self._answer(number, deadline, doing, {"done": 3})[2]
 
     def names(self, deadline: float) -> dict[str, str]:

@@ -10,6 +10,7 @@ can open, its limits) compared with what the sandbox promises; the process table
 from __future__ import annotations
 
 import collections
+import dataclasses
 import decimal
 import fractions
 import json
@@ -160,11 +161,11 @@ def worker(cells: str | list[str], limits: Limits = FAST) -> Worker:
     """A worker that has run ``cells`` (the student's code) and serves calls."""
     cells = [cells] if isinstance(cells, str) else cells
     program = [Cell(f"c{i}", text, "solution", f"c{i}") for i, text in enumerate(cells)]
-    started = Worker(program, limits, student_view.cached_view(), sandbox.isolation_available())
+    started = Worker(limits, student_view.cached_view(), sandbox.isolation_available())
     started.started(time.monotonic() + 60)
-    for index in range(len(program)):
+    for cell in program:
         deadline = time.monotonic() + limits.call_seconds + 5
-        started.run_cell(index, limits.call_seconds, deadline, "a cell ran past its limit")
+        started.run_cell(cell, limits.call_seconds, deadline, "a cell ran past its limit")
     return started
 
 
@@ -951,6 +952,115 @@ def test_worker_user_ids_do_not_come_from_the_process_id(monkeypatch):
     uids = [uid for one in graders for uid in one]
     assert len(set(uids)) == len(uids)
     assert all(1000 < uid < 2**31 - 1 for uid in uids)
+
+
+# ------------------------------------------------------------------ issue 40: workers started ahead
+
+MARKS = (  # what one student's cell leaves behind, everywhere its worker can write
+    "import builtins, os, pathlib\n"
+    "builtins.LEFT_BEHIND = True\n"
+    "os.environ['LEFT_BEHIND'] = '1'\n"
+    "for folder in ('/tmp', os.path.expanduser('~'), '.'):\n"
+    "    try:\n"
+    "        pathlib.Path(folder, 'left_behind').write_text('x')\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+SEES_MARKS = (  # mle_prob is right only in a worker where nothing of MARKS is found
+    "import builtins, os\n"
+    "_SEEN = (hasattr(builtins, 'LEFT_BEHIND') or 'LEFT_BEHIND' in os.environ\n"
+    "         or any(os.path.exists(os.path.join(f, 'left_behind'))\n"
+    "                for f in ('/tmp', os.path.expanduser('~'), '.')))\n"
+    "_right = mle_prob\n"
+    "def mle_prob(counts, context, word):\n"
+    "    return -1.0 if _SEEN else _right(counts, context, word)\n"
+)
+
+
+def graded_ahead(code: dict[str, str], student: str, limits: Limits = FAST):
+    name = grading.notebook_path(REPO / "solutions", "01-ngrams").name
+    data = as_bytes(grading.submission("01-ngrams", code))
+    return grade_submission(data, name, source("01-ngrams"), assignment="01-ngrams",
+                            student=student, limits=limits, expected_name=name,
+                            ahead=True)  # fmt: skip
+
+
+@needs_bwrap  # without it, /tmp is the machine's, for every worker, ahead or not
+def test_a_worker_started_ahead_grades_the_next_student_alone():
+    sandbox.AHEAD.discard()
+    right = grading.solution_code("01-ngrams")
+    first = graded_ahead({**right, "count_ngrams": right["count_ngrams"] + "\n" + MARKS}, "ann")
+    assert points(first) == max_points("01-ngrams"), first.parts
+    started = sandbox.AHEAD.worker
+    assert started is not None and started.process.poll() is None  # ready for the next one
+    asked: list[str] = []
+    run_cell = started.run_cell
+    started.run_cell = lambda cell, *rest: asked.append(cell.kind) or run_cell(cell, *rest)
+    code = {**right, "mle_prob": right["mle_prob"] + "\n" + SEES_MARKS}
+    second = graded_ahead(code, "ben")
+    # the second student's cells ran in the worker started during the first one's grading, after
+    # the course's setup cells it had run ahead; nothing the first student's code left is seen
+    assert asked[0] == "setup" and "solution" in asked
+    assert started.process.poll() is not None  # stopped with its submission
+    assert points(second) == max_points("01-ngrams"), second.parts
+    assert second.status == "graded" and not second.needs_review, second.reasons
+    alone = grade("01-ngrams", code, FAST)  # the same notebook, with a worker of its own
+    assert [(p.grade_id, p.points, p.status) for p in second.parts] == [
+        (p.grade_id, p.points, p.status) for p in alone.parts
+    ]
+    sandbox.AHEAD.discard()
+
+
+def test_the_worker_a_class_starts_with_is_taken_by_the_first_submission():
+    # the class grader warms each Dask worker up with the source notebook alone; the key must be
+    # the one a real submission's program gives, or the first submission starts its own
+    from autograder import classgrader
+
+    sandbox.AHEAD.discard()
+    classgrader.warm_task(source("01-ngrams"), dataclasses.asdict(FAST))
+    started = sandbox.AHEAD.worker
+    assert started is not None
+    asked: list[str] = []
+    run_cell = started.run_cell
+    started.run_cell = lambda cell, *rest: asked.append(cell.kind) or run_cell(cell, *rest)
+    result = graded_ahead(grading.solution_code("01-ngrams"), "ann")
+    assert asked[0] == "setup" and "solution" in asked
+    assert points(result) == max_points("01-ngrams"), result.parts
+    sandbox.AHEAD.discard()
+
+
+def test_a_worker_started_ahead_is_taken_only_by_the_same_setup_and_limits():
+    program = sandbox.build_program(source("01-ngrams"), source("01-ngrams"))
+    setup = sandbox.setup_prefix(program)
+    assert setup and all(cell.kind == "setup" for cell in setup)
+    added = grading.submission("01-ngrams", {})
+    added.cells.insert(0, nbformat.v4.new_code_cell("x = 1"))  # a cell before the course's
+    assert sandbox.setup_prefix(sandbox.build_program(added, source("01-ngrams"))) == []
+    view, isolation = student_view.cached_view(), sandbox.isolation_available()
+    key = sandbox.Ahead.key_for(setup, FAST, view, isolation)
+    other = Limits(call_seconds=FAST.call_seconds + 1, notebook_seconds=FAST.notebook_seconds)
+    assert sandbox.Ahead.key_for(setup, other, view, isolation) != key
+    assert sandbox.Ahead.key_for(setup[:-1], FAST, view, isolation) != key
+    ahead = sandbox.Ahead()
+    ahead.prepare(key, setup, FAST, view, isolation)
+    started = ahead.worker
+    assert started is not None
+    assert ahead.take(sandbox.Ahead.key_for(setup, other, view, isolation)) is None
+    assert started.process.poll() is not None and ahead.worker is None  # stopped, not kept
+
+
+def test_a_worker_started_ahead_that_died_is_replaced_by_a_fresh_one():
+    sandbox.AHEAD.discard()
+    right = grading.solution_code("01-ngrams")
+    graded_ahead(right, "ann")
+    started = sandbox.AHEAD.worker
+    assert started is not None
+    os.killpg(started.process.pid, signal.SIGKILL)
+    started.process.wait(timeout=10)
+    result = graded_ahead(right, "ben")
+    assert points(result) == max_points("01-ngrams"), result.parts
+    assert result.status == "graded" and not result.needs_review, result.reasons
+    sandbox.AHEAD.discard()
 
 
 def nbgrader_points(notebook: nbformat.NotebookNode, limits: Limits) -> dict[str, float]:

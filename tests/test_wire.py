@@ -338,10 +338,10 @@ def test_only_the_graders_objects_become_remote():
 def sandboxed(code: str) -> Worker:
     """A worker in the sandbox that has run ``code`` (a student's cell) and serves calls."""
     limits = Limits(call_seconds=8.0, notebook_seconds=40.0)
-    program = [Cell("c0", code, "solution", "c0")]
-    started = Worker(program, limits, student_view.cached_view(), sandbox.isolation_available())
+    cell = Cell("c0", code, "solution", "c0")
+    started = Worker(limits, student_view.cached_view(), sandbox.isolation_available())
     started.started(time.monotonic() + 60)
-    started.run_cell(0, limits.call_seconds, time.monotonic() + 30, "the cell ran too long")
+    started.run_cell(cell, limits.call_seconds, time.monotonic() + 30, "the cell ran too long")
     return started
 
 
