@@ -44,6 +44,7 @@ repository's environment installed (``pip install -r requirements.txt``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import errno
@@ -448,15 +449,36 @@ def warm_task(source: dict, limits: dict) -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def warm_workers(dask: Any, source: dict, limits: dict) -> list[Any]:
-    """Send :func:`warm_task` to every worker of the cluster; its futures, not waited for (a
-    worker that fails to warm up grades all the same, starting its own sandboxed worker)."""
+def done_task() -> str:
+    """What each Dask worker runs once the class is graded: stop the sandboxed worker it started
+    for a next submission that will not come (a worker process that is killed, not closed, would
+    leave it behind: its sandbox dies with the process, its staging folder would not)."""
+    with _one_at_a_time:
+        from autograder.sandbox import AHEAD
+
+        AHEAD.discard()
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def on_every_worker(dask: Any, task: Callable, *args: Any) -> list[Any]:
+    """Send ``task(*args)`` to every worker of the cluster, as a task (so it waits for the one
+    under way there); its futures."""
     workers = list(dask.scheduler_info().get("workers", {}))
     return [
-        dask.submit(warm_task, source, limits, workers=[address], allow_other_workers=False,
-                    pure=False, key=f"warm-{address}-{uuid.uuid4().hex[:8]}")
+        dask.submit(task, *args, workers=[address], allow_other_workers=False, pure=False,
+                    key=f"{task.__name__}-{address}-{uuid.uuid4().hex[:8]}")
         for address in workers
     ]  # fmt: skip
+
+
+def _wait_quietly(futures: list[Any], seconds: float = 60) -> None:
+    """Wait for ``futures`` (a worker lost meanwhile is not an error of the class's)."""
+    from distributed import wait
+
+    with contextlib.suppress(Exception):
+        wait(futures, timeout=seconds)
+    for future in futures:
+        future.release()
 
 
 def submitted_any(course: Course, assignment: str, students: Sequence[str]) -> bool:
@@ -936,8 +958,8 @@ def grade_assignment(
             # the cluster starts, and its workers warm up, while the assignment is prepared
             dask = cluster.enter_context(_client(client, scheduler, workers))
             phases.done("cluster start")
-            if grade_function is None:
-                warming = warm_workers(dask, source, limits)
+            if grade_function is None:  # not waited for: a worker that fails to warm up grades
+                warming = on_every_worker(dask, warm_task, source, limits)  # all the same
         assignment = prepare_assignment(course, assignment_name)
         max_mb = int(limits.get("submission_mb", DEFAULT_LIMITS.submission_mb))
         subs, summary.failed = find_submissions(course, assignment, students, max_mb)
@@ -964,6 +986,8 @@ def grade_assignment(
             gb.close()
             for future in warming:
                 future.release()
+            if dask is not None and grade_function is None:
+                _wait_quietly(on_every_worker(dask, done_task))
     if dask is not None:
         phases.done("cluster stop")
     summary.seconds = time.monotonic() - start

@@ -58,7 +58,20 @@ def slow(nb, seconds: float):
     raise AssertionError("no solution cell")
 
 
+def sandboxed_workers() -> set[int]:
+    """The processes running the sandbox's student_worker.py now (the class grader's workers)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"student_worker.py" in (entry / "cmdline").read_bytes():
+                found.add(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
 def test_a_cluster_of_processes_grades_a_class_despite_a_killed_worker(tmp_path):
+    before = sandboxed_workers()
     services.make_course(tmp_path, ASSIGNMENT)
     samples = services.grading.sample_submissions(ASSIGNMENT)
     kinds = ["full", "full", "one-part", "blank"]
@@ -107,6 +120,9 @@ def test_a_cluster_of_processes_grades_a_class_despite_a_killed_worker(tmp_path)
                     stop(cluster[1 + int(str(killed)[1:])])
                 time.sleep(0.2)
             out, err = grader.communicate(timeout=900)
+            # each worker started one ahead for a next submission; the class done, none is left
+            # running (the killed worker's died with it, the other's was stopped)
+            left = sandboxed_workers() - before
     finally:
         for process in reversed(cluster):
             stop(process)
@@ -114,6 +130,7 @@ def test_a_cluster_of_processes_grades_a_class_despite_a_killed_worker(tmp_path)
     assert grader.returncode == 0, out + err
     assert f"graded {len(class_)} submission(s)" in out, out
     assert re.search(r"not graded +0\b", out), out
+    assert not left, f"sandboxed workers still running after the class: {sorted(left)}"
 
     with sqlite3.connect(db) as con:
         one = lambda sql: con.execute(sql).fetchall()  # noqa: E731
