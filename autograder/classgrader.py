@@ -128,7 +128,6 @@ class Assignment:
         ]
 
 
-@lock.one_writer_at_a_time  # a new gradebook, course or assignment is created once (issue 32)
 def source_notebook(course: Course, name: str) -> tuple[Path, dict]:
     """The path of the assignment's source notebook (it must have exactly one), and its JSON."""
     folder = course.folder(course.coursedir.source_directory, ".", name)
@@ -143,6 +142,7 @@ def source_notebook(course: Course, name: str) -> tuple[Path, dict]:
     return notebooks[0], json.loads(notebooks[0].read_text(encoding="utf-8"))
 
 
+@lock.one_writer_at_a_time  # a new gradebook, course or assignment is created once (issue 32)
 def prepare_assignment(course: Course, name: str) -> Assignment:
     """Read the assignment's source notebook and record the assignment in the gradebook as
     ``nbgrader generate_assignment`` does, without writing to the release folder."""

@@ -416,9 +416,9 @@ class Ahead:
     Starting Python in the sandbox and running the course's setup cells (its imports) is most of
     what grading one submission costs beyond the student's own code. A worker started ahead does
     both while the grader checks the submission before it, in a sandbox of its own with a user id
-    of its own, as a fresh one would (nothing of the student's runs in it before it is taken). It is
-    taken only by a submission whose program starts with the same setup cells, under the same
-    limits, sandbox and student view (:meth:`key`); any other stops it. At most one per process."""
+    of its own, as a fresh one would (nothing of the student's runs in it before it is taken). It
+    is taken only by a submission whose program starts with the same setup cells, under the same
+    limits, sandbox and student view (:meth:`key_for`); any other stops it. One per process."""
 
     def __init__(self) -> None:
         self.key = ""
