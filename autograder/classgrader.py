@@ -66,10 +66,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import nbformat
-from nbformat.notebooknode import NotebookNode
+from typing import TYPE_CHECKING, Any
 
 from autograder import lock, postgres
 from autograder.course import (
@@ -91,6 +88,12 @@ from autograder.results import (
     SubmissionResult,
     zero_parts,
 )
+
+# nbformat is imported where the coordinator uses it, not here: each Dask worker imports this
+# module for its tasks, and importing nbformat (jsonschema's format checkers with it) takes seconds
+# of CPU in every process that does (3.5 s on the 2-core machine of benchmarks/README.md)
+if TYPE_CHECKING:
+    from nbformat.notebooknode import NotebookNode
 
 # A busy machine (a class graded beside other work) may leave a worker unanswered for longer than
 # Dask's defaults (30 s) allow; a file of 50 MB or more takes a while to send.
@@ -160,6 +163,8 @@ def prepare_assignment(course: Course, name: str) -> Assignment:
         converter.force = True
         converter.log.setLevel(logging.WARNING)
         converter.start()
+        import nbformat
+
         release = nbformat.read(Path(release_dir) / name / notebook.name, as_version=4)
     return Assignment(name, notebook.name, source, release)
 
@@ -370,7 +375,7 @@ def read_submission(
     size = path.lstat().st_size
     sub = Submission(student, folder, name, b"", digest.hexdigest(), timestamp, path=path)
     sub.size, sub.flags = size, flags
-    others = [n for n in names if n != chosen]
+    others = [n for n in names if n not in (chosen, "timestamp.txt")]  # nbgrader's own file
     if others:
         sub.notes.append(f"not graded, not part of the assignment: {names_text(others)}")
     return sub
@@ -521,6 +526,8 @@ def dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
     """An ``error`` output as a kernel sends it: nbgrader reads such a test cell as failed."""
+    import nbformat
+
     return nbformat.from_dict(
         {
             "output_type": "error",
@@ -539,6 +546,7 @@ def autograded_notebook(
     version has it (a deleted one put back, a duplicated one graded once), and each test cell's
     output the check's message when it did not pass. A file that cannot be read as a notebook is
     shown as the release notebook with the reasons on top."""
+    import nbformat
     from nbgrader.utils import compute_checksum
 
     release = {gid: cell for gid, _, cell in grade_ids(assignment.release)}
@@ -614,6 +622,8 @@ def write_autograded(
     course: Course, assignment: Assignment, sub: Submission, nb: NotebookNode
 ) -> None:
     """Write the autograded notebook (and ``timestamp.txt``) in place of an earlier one."""
+    import nbformat
+
     dest = course.folder(course.coursedir.autograded_directory, sub.student, assignment.name)
     dest.mkdir(parents=True, exist_ok=True)
     target = dest / assignment.notebook

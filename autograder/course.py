@@ -13,9 +13,10 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbformat.notebooknode import NotebookNode
+if TYPE_CHECKING:  # imported for its type only: nbformat's import costs seconds per process
+    from nbformat.notebooknode import NotebookNode
 
 HERE = Path(__file__).resolve().parent  # the default course folder: the one with nbgrader_config.py
 

@@ -209,6 +209,9 @@ def test_two_workers_grade_a_class_into_the_gradebook(tmp_path, client):
     expected = {"ana": total, "ben": part_one, "cleo": 0.0, "dan": total, "eve": 0.0}
     assert {s: sum(p["points"] for p in r["parts"]) for s, r in summary.results.items()} == expected
     assert summary.results["eve"]["status"] == "zero"
+    # nbgrader's timestamp.txt is read as the submission time, not listed as a file of the
+    # student's that was not graded (it was, beside ana's notebook, before)
+    assert not any("timestamp.txt" in reason for reason in summary.results["ana"]["reasons"])
     assert "no notebook handed in" in summary.results["eve"]["reasons"][0]
     assert summary.results["dan"]["notebook"] == "ngrams-Copy1.ipynb"
     assert summary.results["dan"]["status"] == "needs_review"
@@ -664,3 +667,20 @@ def test_the_coordinator_holds_a_few_submissions_not_the_class(tmp_path, client)
     class_bytes = 24 * 2**20
     assert peaks[24] < 1.3 * peaks[4], peaks
     assert peaks[24] < class_bytes, (peaks, class_bytes)
+
+
+def test_a_dask_worker_imports_no_nbformat_for_its_tasks():
+    """A Dask worker unpickles its tasks from :mod:`autograder.classgrader` and grades with
+    :mod:`autograder.sandbox`; neither may import nbformat, whose import (jsonschema's format
+    checkers with it) takes seconds of CPU in every worker process (3.5 s on the machine of
+    benchmarks/README.md: grading_scale's class of 50). Only the coordinator needs it."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "import autograder.classgrader, autograder.sandbox\n"
+        "print(sorted(m for m in ('nbformat', 'jsonschema') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
