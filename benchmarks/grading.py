@@ -128,12 +128,17 @@ def timed(run) -> tuple[float, float]:
 
 
 def gradebook_scores(root: Path) -> dict[str, dict[str, float]]:
-    from nbgrader.api import Gradebook
+    """``{student: {grade_id: score}}`` of the course at ``root``; a student with no graded
+    submission (one nbgrader could not grade) is left out."""
+    from nbgrader.api import Gradebook, MissingEntry
 
     scores = {}
     with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}") as gb:
         for student in gb.students:
-            nb = gb.find_submission_notebook(Path(NOTEBOOK).stem, ASSIGNMENT, student.id)
+            try:
+                nb = gb.find_submission_notebook(Path(NOTEBOOK).stem, ASSIGNMENT, student.id)
+            except MissingEntry:
+                continue
             scores[student.id] = {g.name: g.score for g in nb.grades}
     return scores
 
