@@ -244,19 +244,23 @@ LOG_FORMAT = [
     "--Application.log_format=%(asctime)s.%(msecs)03d [%(levelname)s] %(message)s",
     "--Application.log_datefmt=%Y-%m-%d %H:%M:%S",
 ]
+LOG_PIECE = 2**16  # characters of a log line read at a time
 LOG_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \[\w+\] .*?\b(s\d{3}-[a-z0-9-]+)")
 
 
-def student_seconds(log: str, began: float, ended: float) -> tuple[float, dict[str, float]]:
+def student_seconds(log: Path, began: float, ended: float) -> tuple[float, dict[str, float]]:
     """nbgrader's start (seconds before its first student) and each student's seconds, from its
     log: from the first line that names the student to the first that names the next (the last
-    student's, to the end of the run)."""
+    student's, to the end of the run). The log is read a bounded piece at a time: nbgrader echoes
+    the gigabyte ``timestamp.txt`` in one line of it."""
     from datetime import datetime
 
     first: dict[str, float] = {}
-    for match in LOG_LINE.finditer(log):
-        when = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S.%f").timestamp()
-        first.setdefault(match[2], when)
+    with open(log, encoding="utf-8", errors="replace") as lines:
+        while piece := lines.readline(LOG_PIECE):
+            if match := LOG_LINE.match(piece):
+                when = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+                first.setdefault(match[2], when)
     order = sorted(first, key=first.get)
     ends = [first[s] for s in order[1:]] + [ended]
     return first[order[0]] - began, {s: end - first[s] for s, end in zip(order, ends, strict=True)}
@@ -273,11 +277,11 @@ def nbgrader_class(tmp: Path) -> tuple[Path, dict]:
                f"--CourseDirectory.root={root}", f"--CourseDirectory.db_url=sqlite:///{db}",
                *NBGRADER_LIMITS, *LOG_FORMAT]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # PATH holds `alembic` (main sets it)
-    began = time.time()
-    out = subprocess.run(command, cwd=grading.CONFIG_DIR, env=env, capture_output=True)
-    ended = time.time()
-    log = out.stderr.decode("utf-8", "replace") + out.stdout.decode("utf-8", "replace")
-    (tmp / "nbgrader.log").write_text(log)
+    log = tmp / "nbgrader.log"  # to a file: this process's memory is in the coordinator's peak
+    with open(log, "wb") as out:  # (a child's ru_maxrss starts from its parent's resident set)
+        began = time.time()
+        subprocess.run(command, cwd=grading.CONFIG_DIR, env=env, stdout=out, stderr=out)
+        ended = time.time()
     start, students = student_seconds(log, began, ended)
     return root, {"wall": ended - began, "start": start, "students": students}
 
