@@ -173,6 +173,7 @@ def prepare_assignment(course: Course, name: str) -> Assignment:
 
 # Everything the grader reads from a submission folder is bounded before it is read (issue 41 §4):
 # nbgrader's timestamp.txt is one line of about 30 characters; a folder holds a few files.
+TIMESTAMP = "timestamp.txt"  # the submission time, written by nbgrader beside the notebook
 TIMESTAMP_BYTES = 1024
 FOLDER_ENTRIES = 1000  # names listed in one submission folder; more and the folder is refused
 NAMES_SHOWN = 10  # file names a reason lists before "and N more"
@@ -307,7 +308,7 @@ def read_timestamp(folder: Path) -> tuple[str | None, list[str]]:
     graded without a time (no late penalty) and flagged; the file is never quoted."""
     from autograder.gradebook_writer import timestamp_utc
 
-    path = folder / "timestamp.txt"
+    path = folder / TIMESTAMP
     if not os.path.lexists(path):
         return None, []
     try:
@@ -375,7 +376,7 @@ def read_submission(
     size = path.lstat().st_size
     sub = Submission(student, folder, name, b"", digest.hexdigest(), timestamp, path=path)
     sub.size, sub.flags = size, flags
-    others = [n for n in names if n not in (chosen, "timestamp.txt")]  # nbgrader's own file
+    others = [n for n in names if n not in (chosen, TIMESTAMP)]
     if others:
         sub.notes.append(f"not graded, not part of the assignment: {names_text(others)}")
     return sub
@@ -632,9 +633,9 @@ def write_autograded(
     tmp.write_bytes(nbformat.writes(nb).encode("utf-8", "backslashreplace"))
     os.replace(tmp, target)
     if sub.timestamp is not None:
-        (dest / "timestamp.txt").write_text(sub.timestamp + "\n")
-    elif (dest / "timestamp.txt").exists():
-        (dest / "timestamp.txt").unlink()
+        (dest / TIMESTAMP).write_text(sub.timestamp + "\n")
+    elif (dest / TIMESTAMP).exists():
+        (dest / TIMESTAMP).unlink()
 
 
 def printed_path(course: Course, assignment: str, student: str) -> Path:
