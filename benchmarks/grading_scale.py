@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -351,20 +352,20 @@ def main() -> None:
             if args.record is not None:
                 args.record.write_text(json.dumps(times, indent=1))
 
-        routes = {"local": ["--workers", str(args.workers)]}
-        processes: list[subprocess.Popen] = []
-        if "scheduler" in args.routes:
-            address, processes = start_cluster(tmp)
-            routes["scheduler"] = ["--scheduler", address]
-        try:
-            for route in args.routes:
+        for route in args.routes:
+            with ExitStack() as cluster:
+                where = ["--workers", str(args.workers)]
+                if route == "scheduler":  # started for its route only: idle, it takes CPU too
+                    address, processes = start_cluster(tmp)
+                    cluster.callback(services.stop_process_groups, processes)
+                    where = ["--scheduler", address]
                 for n in args.sizes:
                     root = tmp / f"{route}-{n}"
                     students = make_class(n)
                     hand_in(root, students)
                     bench.release(root)  # as nbgrader's course was: neither timing pays for it
                     load = os.getloadavg()[0]
-                    run = grade(root, routes[route])
+                    run = grade(root, where)
                     shutil.rmtree(root / "autograder" / "submitted", ignore_errors=True)
                     theirs = nbgrader_seconds(times, n)
                     honest = nbgrader_seconds(times, n, HONEST_WORK)
@@ -386,8 +387,6 @@ def main() -> None:
                         print(f"  parts below nbgrader's: honest students "
                               f"{honest_below or 'none'}; others {below or 'none'}")  # fmt: skip
                         assert not honest_below, honest_below
-        finally:
-            services.stop_process_groups(processes)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
