@@ -76,7 +76,7 @@ NBGRADER_LIMITS = [
     f"--TimeLimitedExecute.notebook_timeout={NOTEBOOK_SECONDS}",
 ]
 SLOW_SECONDS = CALL_SECONDS / 2  # the cell of a slow student takes half the call limit
-# One period of the class: 50 students, repeated. Honest kinds first (nbgrader's sample).
+# One period of the class: 50 students, repeated. Honest kinds first.
 HONEST = ["full"] * 20 + ["partial"] * 8 + ["mistake"] * 6 + ["blank"] * 4 + ["slow"] * 2
 HONEST_WORK = {*HONEST, "loop"}  # what the conservative ratio charges nbgrader for
 BROKEN = ["cut-json", "empty", "latin-1", "two-notebooks"]
@@ -169,6 +169,11 @@ def make_class(n: int) -> list[tuple[str, str]]:
         if at < n:
             kinds[at] = kind
     return [(f"s{i:03d}-{kind}", kind) for i, kind in enumerate(kinds)]
+
+
+def kind_of(student: str) -> str:
+    """The kind of a student of :func:`make_class` (``"s007-full"``: ``"full"``)."""
+    return student.split("-", 1)[1]
 
 
 def hand_in(root: Path, students: list[tuple[str, str]]) -> None:
@@ -402,10 +407,6 @@ def main() -> None:
             small, large = peaks[min(peaks)], peaks[max(peaks)]
             print(f"{route}: coordinator peak {max(peaks)} / {min(peaks)} submissions: "
                   f"{large / small:.2f}x (goal at most 1.2)")  # fmt: skip
-
-
-def kind_of(student: str) -> str:
-    return student.split("-", 1)[1]
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -674,8 +675,6 @@ def test_a_dask_worker_imports_no_nbformat_for_its_tasks():
     :mod:`autograder.sandbox`; neither may import nbformat, whose import (jsonschema's format
     checkers with it) takes seconds of CPU in every worker process (3.5 s on the machine of
     benchmarks/README.md: grading_scale's class of 50). Only the coordinator needs it."""
-    import subprocess
-
     probe = (
         "import sys\n"
         "import autograder.classgrader, autograder.sandbox\n"
